@@ -1,0 +1,57 @@
+"""sagemaker-tc: the maintained successor to Amazon SageMaker Training Compiler.
+
+Public API (imported lazily, so the container side never loads the SDK and the SDK never loads torch):
+
+- ``TrainingCompilerConfig``: turn the compiler on for an estimator's job.
+- ``HuggingFace``, ``PyTorch``: estimators with ``compiler_config``, on sagemaker-core 2.x.
+- ``compile_model``: the one call a plain PyTorch training loop makes.
+- the error classes in :mod:`sagemaker_tc.errors`.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from sagemaker_tc.errors import (
+    ChannelNotFoundError,
+    ConfigError,
+    EstimatorArgumentError,
+    HyperparameterError,
+    LauncherError,
+    SagemakerTCError,
+    SourceNotFoundError,
+    TrainingJobFailedError,
+    UnsupportedInstanceTypeError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "TrainingCompilerConfig": "sagemaker_tc.config",
+    "HuggingFace": "sagemaker_tc.sdk.estimator",
+    "PyTorch": "sagemaker_tc.sdk.estimator",
+    "compile_model": "sagemaker_tc.integrations.pytorch",
+}
+
+__all__ = [
+    "ChannelNotFoundError",
+    "ConfigError",
+    "EstimatorArgumentError",
+    "HuggingFace",
+    "HyperparameterError",
+    "LauncherError",
+    "PyTorch",
+    "SagemakerTCError",
+    "SourceNotFoundError",
+    "TrainingCompilerConfig",
+    "TrainingJobFailedError",
+    "UnsupportedInstanceTypeError",
+    "compile_model",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sagemaker_tc' has no attribute {name!r}")

@@ -1,0 +1,84 @@
+"""Compile policy: regional compilation (each repeated block) or the whole model, in place.
+
+In-place ``Module.compile()`` keeps the module object and its ``state_dict()`` keys unchanged (no
+``_orig_mod.`` prefix), so a saved model loads in plain torch/transformers; it also keeps hooks that
+wrappers such as FSDP add later working (accelerate's ``compile_regions_fsdp2`` docstring explains
+why ``torch.compile(module)``'s wrapper would bypass them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sagemaker_tc.config import TrainingCompilerConfig
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class CompilePlan:
+    """What :func:`apply_compile` did.
+
+    Attributes:
+        regional: True when repeated blocks were compiled one by one.
+        block_class: the compiled block class name (regional), else None.
+        num_regions: how many modules were compiled (blocks, or 1 for the whole model).
+    """
+
+    regional: bool
+    block_class: str | None
+    num_regions: int
+
+
+def find_repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's repeated blocks: instances of the classes named in ``model._no_split_modules``
+    (how Hugging Face models name their transformer layer class), else the children of the first
+    ``ModuleList`` whose children all share one class (at least two of them).
+
+    Returns:
+        The blocks in module order; empty when the model has none.
+    """
+    import torch
+
+    names = set(getattr(model, "_no_split_modules", None) or [])
+    if names:
+        blocks = [m for m in model.modules() if type(m).__name__ in names and m is not model]
+        if blocks:
+            return blocks
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) > 1:
+            kinds = {type(child) for child in module}
+            if len(kinds) == 1:
+                return list(module)
+    return []
+
+
+def compile_kwargs(config: TrainingCompilerConfig) -> dict[str, object]:
+    """The ``torch.compile`` keyword arguments for ``config`` (backend, mode, dynamic, fullgraph).
+
+    ``mode="default"`` is passed as None, torch's own default.
+    """
+    return {
+        "backend": config.backend,
+        "mode": None if config.mode == "default" else config.mode,
+        "dynamic": config.dynamic,
+        "fullgraph": config.fullgraph,
+    }
+
+
+def apply_compile(model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
+    """Compile ``model`` in place by ``config``: per repeated block when ``config.regional`` and the
+    model has blocks, else the whole model.
+
+    Call it after activation checkpointing and before DDP/FSDP wrapping.
+    """
+    kwargs = compile_kwargs(config)
+    blocks = find_repeated_blocks(model) if config.regional else []
+    if blocks:
+        for block in blocks:
+            block.compile(**kwargs)
+        return CompilePlan(regional=True, block_class=type(blocks[0]).__name__, num_regions=len(blocks))
+    model.compile(**kwargs)
+    return CompilePlan(regional=False, block_class=None, num_regions=1)

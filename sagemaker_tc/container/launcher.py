@@ -1,0 +1,172 @@
+"""The in-container launcher: find the compiler settings, configure the process, run the user's script.
+
+The SDK ships this as ``sagemaker_tc_launcher.py`` and names it the job's ``sagemaker_program``, so
+the stock sagemaker-training toolkit runs it (``python -- sagemaker_tc_launcher.py --hp value ...``)
+with no custom image. The launcher then:
+
+1. reads the settings from ``SM_FRAMEWORK_PARAMS`` (or ``SM_TRAINING_COMPILER_SETTINGS``, for
+   launchers that bypass the toolkit);
+2. logs SMTC's lines (``Found configuration for Training Compiler``, ``Configuring SM Training
+   Compiler...``, and ``Training Compiler set to debug mode``);
+3. sets the compiler's environment variables, never overwriting one the user set (it warns);
+4. runs the user's entry point in this process (``runpy``, as ``__main__``, with the same
+   arguments), so the runtime measures what runs;
+5. writes ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` and prints the metric lines, also when the
+   script fails (the script's exception then propagates: the toolkit reports it as the failure).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import runpy
+import sys
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
+
+from sagemaker_tc import contract
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import LauncherError
+
+logger = logging.getLogger("sagemaker_tc.launcher")
+
+# SMTC's log lines, which users grep for (SMTC docs FAQ "How do I know it is working?").
+LOG_FOUND = "Found configuration for Training Compiler"
+LOG_CONFIGURING = "Configuring SM Training Compiler..."
+LOG_DEBUG = "Training Compiler set to debug mode"
+
+
+def _setup_logging() -> None:
+    package_logger = logging.getLogger("sagemaker_tc")
+    if not package_logger.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(asctime)s sagemaker-tc %(levelname)s %(message)s"))
+        package_logger.addHandler(handler)
+        package_logger.setLevel(logging.INFO)
+        package_logger.propagate = False
+
+
+def compiler_dir(environ: Mapping[str, str]) -> Path:
+    """``$SM_OUTPUT_DATA_DIR/compiler`` (SMTC's debug path), or ``./compiler`` outside a job."""
+    base = environ.get(contract.ENV_OUTPUT_DATA_DIR)
+    return (Path(base) if base else Path.cwd()) / contract.COMPILER_OUTPUT_DIRNAME
+
+
+def compiler_environment(config: TrainingCompilerConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment variables the launcher wants for ``config`` (before the user's win).
+
+    Includes SMTC's marker ``SM_TRAINING_COMPILER_CONFIGURED=1``, accelerate's ``ACCELERATE_DYNAMO_*``
+    when the config compiles, and in debug mode ``TORCH_LOGS`` (graph breaks, recompiles) and
+    ``TORCH_TRACE`` (structured compile logs, for tlparse) under the compiler output folder.
+    """
+    from sagemaker_tc.integrations.transformers import accelerate_environment
+
+    env = {contract.ENV_CONFIGURED: "1"}
+    env.update(accelerate_environment(config))
+    if config.debug:
+        env["TORCH_LOGS"] = "graph_breaks,recompiles"
+        env["TORCH_TRACE"] = str(compiler_dir(environ) / "torch_trace")
+    return env
+
+
+def apply_environment(wanted: Mapping[str, str], environ: MutableMapping[str, str]) -> dict[str, str]:
+    """Set each ``wanted`` variable unless the user already set it (then warn and keep the user's).
+
+    Returns:
+        The variables this call set.
+    """
+    applied = {}
+    for name, value in wanted.items():
+        current = environ.get(name)
+        if current is not None and current != value:
+            logger.warning("%s is already set to %r; keeping it (sagemaker-tc would set %r)", name, current, value)
+            continue
+        environ[name] = value
+        applied[name] = value
+    return applied
+
+
+def _finish(config: TrainingCompilerConfig) -> None:
+    """Write the report and print the metric lines; never raises (the script's outcome matters more)."""
+    from sagemaker_tc.compiler.recorder import RECORDER, dynamo_stats, summarize
+    from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
+
+    try:
+        plan = RECORDER.plan
+        regional = getattr(plan, "regional", None) if plan is not None else (config.regional if config.compiles else None)
+        report = build_report(
+            config=config,
+            steps=summarize(RECORDER.steps),
+            dynamo=dynamo_stats(),
+            integration=RECORDER.integration,
+            regional=regional,
+        )
+        path = write_report(report, compiler_dir(os.environ))
+        logger.info("Compiler report written to %s", path)
+        print_metric_lines(report)
+    except Exception:  # a broken report must not hide the job's own result
+        logger.exception("Could not write the compiler report")
+
+
+def _resolve_script(entry_point: str) -> Path:
+    script = Path(entry_point)
+    if not script.is_absolute():
+        script = Path.cwd() / script
+    if not script.is_file():
+        raise LauncherError(f"entry point {entry_point!r} was not found (looked in {Path.cwd()})")
+    return script.resolve()
+
+
+def run(entry_point: str, args: Sequence[str]) -> None:
+    """Configure the compiler from the environment's settings and run ``entry_point`` with ``args``.
+
+    Raises:
+        LauncherError: the entry point does not exist.
+        ConfigError: the settings in the environment are malformed.
+        BaseException: whatever the user's script raises (including ``SystemExit``).
+    """
+    _setup_logging()
+    settings = contract.settings_from_environment(os.environ)
+    script = _resolve_script(entry_point)
+    config = settings.config if settings is not None and settings.config.enabled else None
+    if config is not None:
+        logger.info(LOG_FOUND)
+        if os.environ.get(contract.ENV_CONFIGURED) == "1":
+            logger.info("Training Compiler already configured by a parent process")
+        else:
+            logger.info(LOG_CONFIGURING)
+            applied = apply_environment(compiler_environment(config, os.environ), os.environ)
+            logger.info("Compiler settings: %s; environment: %s", config.model_dump(), applied)
+            if config.debug:
+                logger.info(LOG_DEBUG)
+                compiler_dir(os.environ).mkdir(parents=True, exist_ok=True)
+        if importlib.util.find_spec("torch") is not None:
+            from sagemaker_tc.compiler.recorder import RECORDER
+            from sagemaker_tc.integrations import transformers as hf_integration
+
+            RECORDER.install_dynamo_hooks()
+            hf_integration.install()
+    sys.argv = [str(script), *args]
+    sys.path.insert(0, str(script.parent))
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        if config is not None:
+            _finish(config)
+
+
+def main() -> None:
+    """Entry of the injected ``sagemaker_tc_launcher.py``: the user's entry point comes from the
+    settings, the arguments from the command line (the toolkit's ``--name value`` hyperparameters).
+
+    Raises:
+        LauncherError: the settings name no entry point.
+    """
+    settings = contract.settings_from_environment(os.environ)
+    if settings is None or not settings.entry_point:
+        raise LauncherError(
+            f"no entry point: {contract.ENV_FRAMEWORK_PARAMS} carries no {contract.HP_SETTINGS} with an entry_point "
+            "(run the launcher through a sagemaker_tc estimator, or use `sagemaker-tc launch SCRIPT ...`)"
+        )
+    run(settings.entry_point, sys.argv[1:])

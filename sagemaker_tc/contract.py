@@ -1,0 +1,156 @@
+"""The wire contract between the SDK and the container: every hyperparameter and env var name.
+
+SMTC's two hyperparameters are kept as they were; our own settings travel as one more
+``sagemaker_training_compiler_*`` key whose value is a JSON object. Because the key starts with
+``sagemaker_``, the sagemaker-training toolkit moves it into ``SM_FRAMEWORK_PARAMS`` and never passes
+it to the user's script as an argument.
+
+Every value here is a *raw* value; the SDK JSON-encodes each hyperparameter value as SageMaker
+requires (``sagemaker_tc.sdk.hyperparameters``), and the toolkit ``json.loads`` it back, so the
+decoder accepts both the decoded and the still-encoded forms.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+# SMTC's hyperparameters (SageMaker Python SDK v2, sagemaker.training_compiler.config).
+HP_ENABLED = "sagemaker_training_compiler_enabled"
+HP_DEBUG = "sagemaker_training_compiler_debug_mode"
+# Ours: one JSON object with the full config and the user's entry point.
+HP_SETTINGS = "sagemaker_training_compiler_settings"
+
+# The toolkit's script-mode hyperparameters we set.
+HP_PROGRAM = "sagemaker_program"
+HP_SUBMIT_DIRECTORY = "sagemaker_submit_directory"
+HP_JOB_NAME = "sagemaker_job_name"
+HP_REGION = "sagemaker_region"
+HP_LOG_LEVEL = "sagemaker_container_log_level"
+
+# Environment variables.
+ENV_FRAMEWORK_PARAMS = "SM_FRAMEWORK_PARAMS"  # written by the toolkit
+ENV_SETTINGS = "SM_TRAINING_COMPILER_SETTINGS"  # same JSON as HP_SETTINGS, for launchers that bypass the toolkit
+ENV_CONFIGURED = "SM_TRAINING_COMPILER_CONFIGURED"  # SMTC's marker: "1" once a process has configured
+ENV_OUTPUT_DATA_DIR = "SM_OUTPUT_DATA_DIR"
+
+# The launcher file the SDK injects next to the user's code, run by the toolkit as the program.
+LAUNCHER_PROGRAM = "sagemaker_tc_launcher.py"
+# Debug artifacts and the report live here, under $SM_OUTPUT_DATA_DIR (SMTC's DEBUG_PATH).
+COMPILER_OUTPUT_DIRNAME = "compiler"
+REPORT_FILENAME = "report.json"
+
+
+class CompilerSettings(BaseModel):
+    """What the container needs to know: the config and the user's entry point.
+
+    Attributes:
+        schema_version: version of this wire format (``SCHEMA_VERSION``).
+        config: the user's ``TrainingCompilerConfig``.
+        entry_point: the user's script, relative to the code directory (None when the launcher is
+            given the script on its command line).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    config: TrainingCompilerConfig
+    entry_point: str | None = None
+
+
+def encode(config: TrainingCompilerConfig, *, entry_point: str | None) -> dict[str, Any]:
+    """Hyperparameters (raw values) that carry ``config`` to the container.
+
+    Returns:
+        ``{HP_ENABLED: bool, HP_DEBUG: bool, HP_SETTINGS: dict}``.
+    """
+    settings = CompilerSettings(config=config, entry_point=entry_point)
+    return {
+        HP_ENABLED: config.enabled,
+        HP_DEBUG: config.debug,
+        HP_SETTINGS: settings.model_dump(mode="json"),
+    }
+
+
+def _as_json_value(name: str, value: Any) -> Any:
+    """Values may arrive decoded (toolkit) or still JSON-encoded (raw env/hyperparameters.json)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            raise ConfigError(f"{name} must be JSON, got {value!r}") from None
+    return value
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    value = _as_json_value(name, value)
+    if isinstance(value, bool):
+        return value
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def decode(params: Mapping[str, Any]) -> CompilerSettings | None:
+    """Read the settings back from hyperparameter-shaped ``params`` (e.g. ``SM_FRAMEWORK_PARAMS``).
+
+    A job that carries only SMTC's two keys (an SMTC-era request) gets the default config with
+    SMTC's ``enabled``/``debug``; where both are present, SMTC's keys win, so a request edited the
+    SMTC way means what it says.
+
+    Returns:
+        The settings, or None when ``params`` carries no compiler key at all.
+
+    Raises:
+        ConfigError: a key is present but malformed, or the settings' schema is newer than this
+            runtime understands.
+    """
+    if not any(key in params for key in (HP_ENABLED, HP_DEBUG, HP_SETTINGS)):
+        return None
+    raw = _as_json_value(HP_SETTINGS, params.get(HP_SETTINGS, {}))
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{HP_SETTINGS} must be a JSON object, got {raw!r}")
+    version = raw.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ConfigError(f"{HP_SETTINGS} has schema_version {version!r}; this runtime reads {SCHEMA_VERSION}")
+    fields = dict(raw.get("config", {}))
+    if HP_ENABLED in params:
+        fields["enabled"] = _as_bool(HP_ENABLED, params[HP_ENABLED])
+    if HP_DEBUG in params:
+        fields["debug"] = _as_bool(HP_DEBUG, params[HP_DEBUG])
+    entry_point = raw.get("entry_point")
+    if entry_point is not None and not isinstance(entry_point, str):
+        raise ConfigError(f"{HP_SETTINGS}.entry_point must be a string, got {entry_point!r}")
+    return CompilerSettings(config=TrainingCompilerConfig.from_dict(fields), entry_point=entry_point)
+
+
+def settings_from_environment(environ: Mapping[str, str]) -> CompilerSettings | None:
+    """Find the settings in a process environment.
+
+    Order: ``SM_FRAMEWORK_PARAMS`` (written by the sagemaker-training toolkit), then
+    ``SM_TRAINING_COMPILER_SETTINGS`` (the ``HP_SETTINGS`` JSON, for launchers that bypass the
+    toolkit, such as SDK v3's ModelTrainer drivers).
+
+    Returns:
+        The settings, or None when neither variable carries them.
+
+    Raises:
+        ConfigError: a variable is present but malformed.
+    """
+    framework_params = environ.get(ENV_FRAMEWORK_PARAMS)
+    if framework_params:
+        params = _as_json_value(ENV_FRAMEWORK_PARAMS, framework_params)
+        if not isinstance(params, dict):
+            raise ConfigError(f"{ENV_FRAMEWORK_PARAMS} must be a JSON object, got {params!r}")
+        settings = decode(params)
+        if settings is not None:
+            return settings
+    if environ.get(ENV_SETTINGS):
+        return decode({HP_SETTINGS: environ[ENV_SETTINGS]})
+    return None

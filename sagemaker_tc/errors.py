@@ -1,0 +1,54 @@
+"""Every error sagemaker-tc raises on purpose, in one place.
+
+User input errors are ``ValueError`` subclasses and are raised before any job starts; job and
+runtime failures are ``RuntimeError`` subclasses. All share :class:`SagemakerTCError`.
+"""
+
+from __future__ import annotations
+
+
+class SagemakerTCError(Exception):
+    """Base class of every error sagemaker-tc raises on purpose."""
+
+
+class ConfigError(SagemakerTCError, ValueError):
+    """A ``TrainingCompilerConfig`` field or value is not accepted (unknown field, bad value or type)."""
+
+
+class EstimatorArgumentError(SagemakerTCError, ValueError):
+    """An estimator argument is missing or has a value the estimator cannot use."""
+
+
+class SourceNotFoundError(EstimatorArgumentError):
+    """``entry_point`` or ``source_dir`` names a file or folder that does not exist."""
+
+
+class ChannelNotFoundError(EstimatorArgumentError):
+    """A ``fit()`` input channel points to a local path that does not exist, or has a bad name."""
+
+
+class UnsupportedInstanceTypeError(EstimatorArgumentError):
+    """The estimator cannot run on the requested ``instance_type`` / ``instance_count``."""
+
+
+class HyperparameterError(EstimatorArgumentError):
+    """A hyperparameter name or value cannot be JSON-encoded the way SageMaker sends it."""
+
+
+class TrainingJobFailedError(SagemakerTCError, RuntimeError):
+    """The training job ended in ``Failed``.
+
+    Attributes:
+        job_name: the training job's name.
+        failure_reason: the job's failure reason (the container's ``output/failure`` file, at most
+            1024 characters as SageMaker keeps it).
+    """
+
+    def __init__(self, job_name: str, failure_reason: str) -> None:
+        self.job_name = job_name
+        self.failure_reason = failure_reason
+        super().__init__(f"Training job {job_name} failed. Reason: {failure_reason}")
+
+
+class LauncherError(SagemakerTCError, RuntimeError):
+    """The in-container launcher cannot start the user's script (bad settings, missing entry point)."""

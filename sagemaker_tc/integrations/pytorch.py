@@ -1,0 +1,94 @@
+"""Plain PyTorch loops: one call, :func:`compile_model`, compiles the model and measures its steps."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from sagemaker_tc import contract
+from sagemaker_tc.compiler.recorder import RECORDER
+from sagemaker_tc.compiler.regions import apply_compile
+from sagemaker_tc.config import TrainingCompilerConfig
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+
+def _batch_size(args: tuple, kwargs: dict) -> int:
+    """Leading dim of the first tensor among the forward's inputs (0 when there is none)."""
+    import torch
+
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            return int(value.shape[0])
+    return 0
+
+
+class _StepWatcher:
+    """A step runs from the first training-mode forward after an optimizer step to the next
+    optimizer step; its samples are the batch sizes of the forwards in between."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+
+    def on_forward(self, module, args, kwargs):
+        if not module.training:
+            return None
+        if not RECORDER.step_open:
+            self.samples = 0
+            RECORDER.begin_step()
+        self.samples += _batch_size(args, kwargs)
+        return None
+
+    def on_optimizer_step(self, optimizer, args, kwargs):
+        if RECORDER.step_open:
+            RECORDER.end_step(self.samples)
+
+
+_WATCHER = _StepWatcher()
+_optimizer_hook_installed = False
+
+
+def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None = None) -> torch.nn.Module:
+    """Compile ``model`` in place for training and measure its steps for the job's report.
+
+    The config is, in order: ``config``; the job's (set by the estimator's ``compiler_config``); the
+    default ``TrainingCompilerConfig()``. A disabled config or ``backend="eager"`` leaves the model
+    uncompiled (still measured). The model object and its ``state_dict()`` keys are unchanged.
+
+    Step timing: a step runs from the first forward in training mode after an optimizer step to the
+    next ``optimizer.step()`` (any optimizer, via torch's global optimizer step hook); its samples are
+    the leading dimension of the first tensor input of each forward.
+
+    Returns:
+        ``model`` itself.
+    """
+    global _optimizer_hook_installed
+    import torch
+
+    if config is None:
+        settings = contract.settings_from_environment(os.environ)
+        config = settings.config if settings is not None else TrainingCompilerConfig()
+    RECORDER.integration = RECORDER.integration or "pytorch"
+    RECORDER.install_dynamo_hooks()
+    if config.compiles:
+        plan = apply_compile(model, config)
+        RECORDER.plan = plan
+        logger.info(
+            "Compiled %s with %s (%s, %d region(s))",
+            type(model).__name__,
+            config.backend,
+            f"regional: {plan.block_class}" if plan.regional else "whole model",
+            plan.num_regions,
+        )
+    else:
+        logger.info("Compiler off for %s (enabled=%s, backend=%s)", type(model).__name__, config.enabled, config.backend)
+    # Not traced by dynamo: the hook only reads shapes and clocks, outside any compiled region.
+    model.register_forward_pre_hook(torch.compiler.disable(_WATCHER.on_forward), with_kwargs=True)
+    if not _optimizer_hook_installed:
+        torch.optim.optimizer.register_optimizer_step_post_hook(_WATCHER.on_optimizer_step)
+        _optimizer_hook_installed = True
+    return model

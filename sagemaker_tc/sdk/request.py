@@ -1,0 +1,153 @@
+"""The ``CreateTrainingJob`` request, built once from sagemaker-core's typed shapes.
+
+Every way of running a job consumes this one request: the docker-free ``local_process`` engine
+reads it like SageMaker would, and the cloud path sends it through sagemaker-core.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sagemaker.core.shapes import (
+    AlgorithmSpecification,
+    Channel,
+    DataSource,
+    MetricDefinition,
+    OutputDataConfig,
+    ResourceConfig,
+    S3DataSource,
+    StoppingCondition,
+)
+from sagemaker.core.utils.utils import serialize
+
+from sagemaker_tc.errors import EstimatorArgumentError
+
+# CreateTrainingJob: TrainingJobName matches ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}.
+_JOB_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+MAX_JOB_NAME_CHARS = 63
+
+
+def make_job_name(base_job_name: str, *, now: float | None = None) -> str:
+    """``<base>-YYYY-MM-DD-HH-MM-SS-mmm``, as SageMaker SDK v2 names jobs; the base is cut to fit 63 chars.
+
+    Raises:
+        EstimatorArgumentError: ``base_job_name`` has characters a job name may not contain.
+    """
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+    base = base_job_name[: MAX_JOB_NAME_CHARS - len(stamp) - 1].rstrip("-")
+    name = f"{base}-{stamp}"
+    if not _JOB_NAME_RE.match(name):
+        raise EstimatorArgumentError(
+            f"base_job_name {base_job_name!r} is not accepted: use letters, digits and '-', starting with a letter or digit"
+        )
+    return name
+
+
+def metric_definitions(definitions: Sequence[Mapping[str, str]] | None) -> list[MetricDefinition]:
+    """Check SDK-v2-style ``[{"Name": ..., "Regex": ...}]`` and turn them into shapes.
+
+    Raises:
+        EstimatorArgumentError: an entry lacks ``Name``/``Regex`` or its regex does not compile.
+    """
+    shapes = []
+    for item in definitions or []:
+        if not isinstance(item, Mapping) or set(item) != {"Name", "Regex"}:
+            raise EstimatorArgumentError(f"metric_definitions entries are {{'Name': str, 'Regex': str}}, got {item!r}")
+        try:
+            re.compile(item["Regex"])
+        except re.error as error:
+            raise EstimatorArgumentError(f"metric {item['Name']!r} has an invalid Regex: {error}") from None
+        shapes.append(MetricDefinition(name=item["Name"], regex=item["Regex"]))
+    return shapes
+
+
+@dataclass(frozen=True)
+class TrainingJobRequest:
+    """One ``CreateTrainingJob`` request, in sagemaker-core shapes.
+
+    Attributes mirror the API's fields (snake_case). ``channels`` maps each channel name to its
+    URI (``s3://`` or ``file://``), the same URIs the ``input_data_config`` shapes hold.
+    """
+
+    training_job_name: str
+    algorithm_specification: AlgorithmSpecification
+    hyper_parameters: dict[str, str]
+    environment: dict[str, str]
+    input_data_config: list[Channel]
+    output_data_config: OutputDataConfig
+    resource_config: ResourceConfig
+    stopping_condition: StoppingCondition
+    role_arn: str | None = None
+    channels: dict[str, str] = field(default_factory=dict)
+
+    def to_api_dict(self) -> dict[str, Any]:
+        """The request as the SageMaker API takes it (PascalCase keys), e.g. for logging or a pipeline step."""
+        body = {
+            "TrainingJobName": self.training_job_name,
+            "AlgorithmSpecification": serialize(self.algorithm_specification),
+            "HyperParameters": dict(self.hyper_parameters),
+            "Environment": dict(self.environment),
+            "InputDataConfig": serialize(self.input_data_config),
+            "OutputDataConfig": serialize(self.output_data_config),
+            "ResourceConfig": serialize(self.resource_config),
+            "StoppingCondition": serialize(self.stopping_condition),
+        }
+        if self.role_arn:
+            body["RoleArn"] = self.role_arn
+        return body
+
+
+def build_request(
+    *,
+    job_name: str,
+    image_uri: str | None,
+    hyperparameters: dict[str, str],
+    environment: dict[str, str],
+    channels: Mapping[str, str],
+    output_path: str,
+    instance_type: str,
+    instance_count: int,
+    volume_size_gb: int,
+    max_run_seconds: int,
+    role: str | None,
+    metrics: list[MetricDefinition],
+) -> TrainingJobRequest:
+    """Assemble the request from already-checked parts (the estimator checks them).
+
+    Args:
+        channels: channel name -> URI (``s3://...`` or ``file://...``), File input mode.
+        output_path: where ``<job>/output/model.tar.gz`` goes (``s3://`` or ``file://``).
+        max_run_seconds: StoppingCondition.MaxRuntimeInSeconds.
+    """
+    input_data_config = [
+        Channel(
+            channel_name=name,
+            data_source=DataSource(
+                s3_data_source=S3DataSource(
+                    s3_data_type="S3Prefix", s3_uri=uri, s3_data_distribution_type="FullyReplicated"
+                )
+            ),
+        )
+        for name, uri in channels.items()
+    ]
+    return TrainingJobRequest(
+        training_job_name=job_name,
+        algorithm_specification=AlgorithmSpecification(
+            training_input_mode="File", training_image=image_uri, metric_definitions=metrics or None
+        ),
+        hyper_parameters=dict(hyperparameters),
+        environment=dict(environment),
+        input_data_config=input_data_config,
+        output_data_config=OutputDataConfig(s3_output_path=output_path),
+        resource_config=ResourceConfig(
+            instance_type=instance_type, instance_count=instance_count, volume_size_in_gb=volume_size_gb
+        ),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=max_run_seconds),
+        role_arn=role,
+        channels=dict(channels),
+    )

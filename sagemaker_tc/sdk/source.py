@@ -1,0 +1,114 @@
+"""Source packaging: the user's ``entry_point``/``source_dir`` plus the injected launcher, as
+``sourcedir.tar.gz`` (the archive the toolkit unpacks into ``/opt/ml/code``)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagemaker_tc.contract import LAUNCHER_PROGRAM
+from sagemaker_tc.errors import EstimatorArgumentError, SourceNotFoundError
+
+LAUNCHER_SOURCE = '''"""Injected by sagemaker-tc: configures the training compiler, then runs your entry point."""
+
+from sagemaker_tc.container.launcher import main
+
+if __name__ == "__main__":
+    main()
+'''
+
+_SKIPPED_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where the user's code is, checked.
+
+    Attributes:
+        entry_point: the script's path relative to ``root`` (POSIX form).
+        root: the folder whose contents become the code directory; None when only the entry point
+            file is shipped (no ``source_dir``).
+        entry_file: the script's absolute path.
+    """
+
+    entry_point: str
+    root: Path | None
+    entry_file: Path
+
+
+def resolve_source(entry_point: str, source_dir: str | None) -> SourceSpec:
+    """Check ``entry_point`` and ``source_dir`` as SageMaker SDK v2 did, before any job starts.
+
+    With ``source_dir``, ``entry_point`` is relative to it; without, it is a path to a file that is
+    shipped alone.
+
+    Raises:
+        EstimatorArgumentError: ``entry_point`` is missing or empty, or names the launcher file.
+        SourceNotFoundError: ``source_dir`` is not a folder, or the entry point file does not exist.
+    """
+    if not isinstance(entry_point, str) or not entry_point.strip():
+        raise EstimatorArgumentError("entry_point is required: the path of your training script, e.g. 'train.py'")
+    if source_dir is not None:
+        root = Path(source_dir).expanduser().resolve()
+        if not root.is_dir():
+            raise SourceNotFoundError(f"source_dir {source_dir!r} is not a folder")
+        entry_file = (root / entry_point).resolve()
+        if not entry_file.is_file():
+            raise SourceNotFoundError(f"entry_point {entry_point!r} was not found in source_dir {str(root)!r}")
+        if not entry_file.is_relative_to(root):
+            raise SourceNotFoundError(f"entry_point {entry_point!r} must be inside source_dir {str(root)!r}")
+        relative = entry_file.relative_to(root).as_posix()
+    else:
+        root = None
+        entry_file = Path(entry_point).expanduser().resolve()
+        if not entry_file.is_file():
+            raise SourceNotFoundError(f"entry_point {entry_point!r} does not exist (no source_dir was given)")
+        relative = entry_file.name
+    if relative == LAUNCHER_PROGRAM:
+        raise EstimatorArgumentError(f"entry_point may not be named {LAUNCHER_PROGRAM!r}: sagemaker-tc injects that file")
+    return SourceSpec(entry_point=relative, root=root, entry_file=entry_file)
+
+
+def _skip(tarinfo: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    parts = Path(tarinfo.name).parts
+    if any(part in _SKIPPED_NAMES for part in parts) or tarinfo.name.endswith(".pyc"):
+        return None
+    return tarinfo
+
+
+def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher: bool) -> Path:
+    """Write ``sourcedir.tar.gz`` for ``spec`` into the folder ``destination``.
+
+    Args:
+        spec: from :func:`resolve_source`.
+        destination: folder to write into (created if missing).
+        inject_launcher: add ``sagemaker_tc_launcher.py`` at the archive's top level.
+
+    Returns:
+        The archive's path.
+
+    Raises:
+        EstimatorArgumentError: ``source_dir`` already holds a file named like the launcher.
+    """
+    destination.mkdir(parents=True, exist_ok=True)
+    archive = destination / "sourcedir.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        if spec.root is not None:
+            if inject_launcher and (spec.root / LAUNCHER_PROGRAM).exists():
+                raise EstimatorArgumentError(
+                    f"source_dir already contains {LAUNCHER_PROGRAM!r}; sagemaker-tc injects a file of that name, "
+                    "remove or rename yours"
+                )
+            for child in sorted(spec.root.iterdir()):
+                tar.add(child, arcname=child.name, filter=_skip)
+        else:
+            tar.add(spec.entry_file, arcname=spec.entry_point)
+        if inject_launcher:
+            data = LAUNCHER_SOURCE.encode()
+            info = tarfile.TarInfo(LAUNCHER_PROGRAM)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return archive

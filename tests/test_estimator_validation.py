@@ -1,0 +1,104 @@
+"""Bad estimator input gets a named error before any job starts (no job folder is created)."""
+
+import pytest
+
+from sagemaker_tc import (
+    ChannelNotFoundError,
+    ConfigError,
+    EstimatorArgumentError,
+    HuggingFace,
+    HyperparameterError,
+    PyTorch,
+    SourceNotFoundError,
+    TrainingCompilerConfig,
+    UnsupportedInstanceTypeError,
+)
+
+
+@pytest.fixture
+def make(source_dir, tmp_path):
+    def _make(cls=HuggingFace, **overrides):
+        kwargs = {
+            "source_dir": str(source_dir),
+            "instance_type": "local_process",
+            "compiler_config": TrainingCompilerConfig(),
+            "output_path": str(tmp_path / "out"),
+        }
+        kwargs.update(overrides)
+        entry_point = kwargs.pop("entry_point", "echo.py")
+        return cls(entry_point, **kwargs)
+
+    return _make
+
+
+def test_valid_arguments_build_an_estimator(make):
+    estimator = make(hyperparameters={"lr": 0.1})
+    assert estimator.hyperparameters()["lr"] == "0.1"
+    assert make(PyTorch, framework_version="2.8", py_version="py312").framework_version == "2.8"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "message"),
+    [
+        ({"entry_point": None}, EstimatorArgumentError, "entry_point is required"),
+        ({"entry_point": "missing.py"}, SourceNotFoundError, "was not found in source_dir"),
+        ({"source_dir": "/nonexistent/src"}, SourceNotFoundError, "is not a folder"),
+        ({"instance_type": "gpu-big"}, UnsupportedInstanceTypeError, "is not an instance type"),
+        ({"instance_type": None}, UnsupportedInstanceTypeError, "is not an instance type"),
+        ({"instance_type": "ml.p5.48xlarge"}, UnsupportedInstanceTypeError, "not available in this release"),
+        ({"instance_type": "local"}, UnsupportedInstanceTypeError, "use instance_type='local_process'"),
+        ({"instance_count": 2}, UnsupportedInstanceTypeError, "runs one host"),
+        ({"instance_count": 0}, UnsupportedInstanceTypeError, "positive integer"),
+        ({"hyperparameters": {"lr": float("nan")}}, HyperparameterError, "cannot be JSON-encoded"),
+        ({"hyperparameters": {"ids": {1, 2}}}, HyperparameterError, "cannot be JSON-encoded"),
+        ({"compiler_config": {"enabled": True}}, ConfigError, "must be a sagemaker_tc.TrainingCompilerConfig"),
+        ({"environment": {"X": 1}}, EstimatorArgumentError, "dict of str -> str"),
+        ({"distribution": {"torch_distributed": {"enabled": True}}}, EstimatorArgumentError, "not supported"),
+        ({"metric_definitions": [{"Name": "loss", "Regex": "loss=(["}]}, EstimatorArgumentError, "invalid Regex"),
+        ({"base_job_name": "bad name!"}, EstimatorArgumentError, "base_job_name"),
+    ],
+)
+def test_bad_estimator_arguments(make, overrides, error, message):
+    with pytest.raises(error, match=message):
+        make(**overrides)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"train": "/nonexistent/sst2"}, r"channel 'train': '/nonexistent/sst2' does not exist"),
+        ({"train": "file:///nonexistent/sst2"}, r"does not exist"),
+        ({"bad channel": "."}, r"channel name 'bad channel' is not accepted"),
+        ({"train": "s3://bucket/train"}, r"local paths or file:// URIs only"),
+        (["train"], r"must be a dict"),
+    ],
+)
+def test_bad_channels_fail_before_the_job_starts(make, tmp_path, inputs, message):
+    estimator = make()
+    with pytest.raises((ChannelNotFoundError, EstimatorArgumentError), match=message):
+        estimator.fit(inputs)
+    assert not (tmp_path / "out").exists()
+    assert estimator.model_data is None
+
+
+def test_wait_false_is_refused_for_local_process(make, tmp_path):
+    with pytest.raises(EstimatorArgumentError, match="wait=True"):
+        make().fit(None, wait=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_request_runs_the_launcher_only_when_the_compiler_is_on(make):
+    on = make()._build_request("job-1", {}, "/tmp/sourcedir.tar.gz").to_api_dict()
+    off = make(compiler_config=TrainingCompilerConfig(enabled=False))._build_request("job-2", {}, "/x").to_api_dict()
+    none = make(compiler_config=None)._build_request("job-3", {}, "/x").to_api_dict()
+    assert on["HyperParameters"]["sagemaker_program"] == '"sagemaker_tc_launcher.py"'
+    assert on["HyperParameters"]["sagemaker_training_compiler_enabled"] == "true"
+    assert off["HyperParameters"]["sagemaker_program"] == '"echo.py"'
+    assert off["HyperParameters"]["sagemaker_training_compiler_enabled"] == "false"
+    assert none["HyperParameters"]["sagemaker_program"] == '"echo.py"'
+    assert "sagemaker_training_compiler_enabled" not in none["HyperParameters"]
+    metric_names = {m["Name"] for m in on["AlgorithmSpecification"]["MetricDefinitions"]}
+    assert "compiler:samples_per_second" in metric_names
+    assert "MetricDefinitions" not in none["AlgorithmSpecification"]
+    assert on["ResourceConfig"] == {"InstanceType": "local_process", "InstanceCount": 1, "VolumeSizeInGB": 30}
+    assert on["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400}

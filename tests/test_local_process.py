@@ -1,0 +1,133 @@
+"""Docker-free local mode with the real sagemaker-training toolkit in a subprocess."""
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig, TrainingJobFailedError
+from sagemaker_tc.container.launcher import LOG_CONFIGURING, LOG_DEBUG, LOG_FOUND
+
+pytestmark = pytest.mark.slow
+
+# Spaces, quotes, unicode, numbers, booleans, lists, nested dicts, null.
+TRICKY_HYPERPARAMETERS = {
+    "greeting": "hello world",
+    "quoted": 'say "hi" and \'bye\'',
+    "unicode": "naïve café ✓ 日本",
+    "lr": 3e-05,
+    "epochs": 3,
+    "negative": -1.5,
+    "flag": True,
+    "off": False,
+    "layers": [1, 2, "three"],
+    "nested": {"a": 1},
+    "nothing": None,
+    "numeric_text": "007",
+}
+
+
+def fit(estimator, capsys, inputs=None):
+    """Run fit(); returns the job log it streamed to stdout."""
+    try:
+        estimator.fit(inputs)
+    finally:
+        log = capsys.readouterr().out
+    return log
+
+
+def member(archive_uri: str, name: str):
+    with tarfile.open(archive_uri.removeprefix("file://")) as tar:
+        return tar.extractfile(name).read().decode()
+
+
+def test_hyperparameters_reach_the_script_exactly(source_dir, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "rows.tsv").write_text("sentence\tlabel\n")
+    estimator = PyTorch(
+        "echo.py",
+        source_dir=str(source_dir),
+        instance_type="local_process",
+        hyperparameters=TRICKY_HYPERPARAMETERS,
+        compiler_config=TrainingCompilerConfig(),
+        output_path=str(tmp_path / "out"),
+    )
+    log = fit(estimator, capsys, {"train": str(data), "extra": (data / "rows.tsv").as_uri()})
+    echo = json.loads(member(estimator.latest_training_job.output_artifacts, "echo.json"))
+
+    assert echo["hps"] == TRICKY_HYPERPARAMETERS
+    args = dict(zip(echo["argv"][::2], echo["argv"][1::2]))
+    assert args["--greeting"] == "hello world"
+    assert args["--quoted"] == 'say "hi" and \'bye\''
+    assert args["--unicode"] == "naïve café ✓ 日本"
+    assert args["--numeric_text"] == "007"
+    assert args["--epochs"] == "3" and args["--lr"] == "3e-05"
+    assert echo["main"] == "__main__"
+    assert echo["channels"] == {"SM_CHANNEL_EXTRA": ["rows.tsv"], "SM_CHANNEL_TRAIN": ["rows.tsv"]}
+    # Compiler settings reach the launcher through SM_FRAMEWORK_PARAMS, never the script's argv.
+    assert echo["framework_params"]["sagemaker_training_compiler_enabled"] is True
+    assert not any(arg.startswith("--sagemaker_") for arg in echo["argv"])
+    assert echo["env"]["ACCELERATE_DYNAMO_BACKEND"] == "inductor"
+    assert echo["env"]["SM_TRAINING_COMPILER_CONFIGURED"] == "1"
+    assert LOG_FOUND in log and LOG_CONFIGURING in log and LOG_DEBUG not in log
+    assert member(estimator.model_data, "weights.txt") == "trained"
+    assert estimator.latest_training_job.status == "Completed"
+    assert (estimator.latest_training_job.job_dir / "output" / "success").exists()
+
+
+def test_failing_script_raises_with_its_message(source_dir, tmp_path, capsys):
+    estimator = HuggingFace(
+        "echo.py",
+        source_dir=str(source_dir),
+        instance_type="local_process",
+        environment={"ECHO_FAIL_WITH": "learning rate 42 is too high"},
+        compiler_config=TrainingCompilerConfig(),
+        output_path=str(tmp_path / "out"),
+    )
+    with pytest.raises(TrainingJobFailedError, match="learning rate 42 is too high") as raised:
+        fit(estimator, capsys)
+    job = estimator.latest_training_job
+    failure = job.job_dir / "output" / "failure"
+    assert failure.exists() and "learning rate 42 is too high" in failure.read_text()
+    assert raised.value.job_name == job.job_name and job.status == "Failed"
+    # What the job produced before failing is kept.
+    assert member(estimator.model_data, "weights.txt") == "trained"
+    report = json.loads(member(job.output_artifacts, "compiler/report.json"))
+    assert report["compiled"] is False and report["steps"] == 0
+
+
+def test_disabled_config_runs_a_plain_script_mode_job(source_dir, tmp_path, capsys):
+    estimator = PyTorch(
+        "echo.py",
+        source_dir=str(source_dir),
+        instance_type="local_process",
+        compiler_config=TrainingCompilerConfig(enabled=False),
+        output_path=str(tmp_path / "out"),
+    )
+    log = fit(estimator, capsys)
+    echo = json.loads(member(estimator.latest_training_job.output_artifacts, "echo.json"))
+    assert LOG_FOUND not in log and LOG_CONFIGURING not in log
+    assert echo["env"] == {}
+    assert echo["framework_params"]["sagemaker_training_compiler_enabled"] is False
+    with tarfile.open(estimator.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        assert "compiler/report.json" not in tar.getnames()
+
+
+def test_user_environment_is_never_overwritten_and_debug_mode_logs(source_dir, tmp_path, capsys):
+    estimator = PyTorch(
+        "echo.py",
+        source_dir=str(source_dir),
+        instance_type="local_process",
+        environment={"ACCELERATE_DYNAMO_MODE": "max-autotune"},
+        compiler_config=TrainingCompilerConfig(debug=True),
+        output_path=str(tmp_path / "out"),
+    )
+    log = fit(estimator, capsys)
+    echo = json.loads(member(estimator.latest_training_job.output_artifacts, "echo.json"))
+    assert echo["env"]["ACCELERATE_DYNAMO_MODE"] == "max-autotune"
+    assert "ACCELERATE_DYNAMO_MODE is already set to 'max-autotune'; keeping it" in log
+    assert LOG_DEBUG in log
+    assert echo["env"]["TORCH_LOGS"] == "graph_breaks,recompiles"
+    assert Path(echo["env"]["TORCH_TRACE"]).parent.name == "compiler"

@@ -1,0 +1,64 @@
+"""Step summaries, the report and its metric lines (pure: no timing, exact numbers)."""
+
+import re
+
+from sagemaker_tc import TrainingCompilerConfig
+from sagemaker_tc.compiler.recorder import DynamoStats, StepRecord, summarize
+from sagemaker_tc.compiler.report import build_report, metric_lines
+from sagemaker_tc.sdk import COMPILER_METRIC_DEFINITIONS
+
+
+def steps(*items):
+    return [StepRecord(seconds=s, samples=n, compiled_during=c) for s, n, c in items]
+
+
+def test_summary_separates_compiling_steps_from_steady_ones():
+    summary = summarize(steps((12.0, 32, True), (1.0, 32, False), (1.5, 32, False), (2.0, 32, False), (5.5, 16, True)))
+    assert summary.steps == 5
+    assert summary.first_step_seconds == 12.0
+    assert summary.steady_step_seconds == 1.5  # median of 1.0, 1.5, 2.0
+    assert summary.compile_seconds == (12.0 - 1.5) + (5.5 - 1.5)
+    assert summary.samples_per_second == 96 / 4.5
+
+
+def test_summary_without_steady_steps_has_no_rates():
+    summary = summarize(steps((3.0, 8, True)))
+    assert (summary.steady_step_seconds, summary.compile_seconds, summary.samples_per_second) == (None, None, None)
+    assert summarize([]).steps == 0
+
+
+def test_report_claims_compiled_only_when_graphs_ran():
+    summary = summarize(steps((4.0, 8, True), (1.0, 8, False)))
+    compiled = build_report(
+        config=TrainingCompilerConfig(), steps=summary, dynamo=DynamoStats(graphs=3), integration="pytorch", regional=True
+    )
+    assert compiled["compiled"] is True and compiled["fallback_reason"] is None
+    nothing = build_report(
+        config=TrainingCompilerConfig(), steps=summary, dynamo=DynamoStats(), integration=None, regional=True
+    )
+    assert nothing["compiled"] is False and "no compiled graph ran" in nothing["fallback_reason"]
+    eager = build_report(
+        config=TrainingCompilerConfig(backend="eager"), steps=summary, dynamo=DynamoStats(graphs=2),
+        integration="pytorch", regional=None,
+    )
+    assert eager["compiled"] is False and eager["fallback_reason"] is None
+
+
+def test_metric_lines_match_the_sdk_metric_definitions():
+    report = build_report(
+        config=TrainingCompilerConfig(),
+        steps=summarize(steps((4.0, 8, True), (0.5, 8, False))),
+        dynamo=DynamoStats(graphs=2, recompiles=1, graph_breaks=3),
+        integration="transformers",
+        regional=True,
+    )
+    text = "\n".join(metric_lines(report))
+    assert "[sagemaker-tc] compiled=1" in text
+    found = {d["Name"]: float(re.search(d["Regex"], text).group(1)) for d in COMPILER_METRIC_DEFINITIONS}
+    assert found == {
+        "compiler:compile_seconds": 3.5,
+        "compiler:steady_step_seconds": 0.5,
+        "compiler:samples_per_second": 16.0,
+        "compiler:recompiles": 1.0,
+        "compiler:graph_breaks": 3.0,
+    }

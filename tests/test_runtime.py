@@ -1,0 +1,116 @@
+"""The runtime in this process: compile policy, launcher environment rules, torch-free SDK import."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sagemaker_tc import LauncherError, TrainingCompilerConfig, contract
+from sagemaker_tc.container import launcher
+
+
+def tiny_bert():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        vocab_size=64, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=32, num_labels=2,
+    )
+    return BertForSequenceClassification(config)
+
+
+def test_regional_compile_targets_the_transformer_layers_in_place():
+    from sagemaker_tc.compiler.regions import apply_compile, find_repeated_blocks
+
+    model = tiny_bert()
+    keys = list(model.state_dict())
+    blocks = find_repeated_blocks(model)
+    assert [type(b).__name__ for b in blocks] == ["BertLayer"] * 3
+    plan = apply_compile(model, TrainingCompilerConfig())
+    assert (plan.regional, plan.block_class, plan.num_regions) == (True, "BertLayer", 3)
+    assert all(block._compiled_call_impl is not None for block in blocks)
+    assert model._compiled_call_impl is None
+    assert list(model.state_dict()) == keys
+
+
+def test_whole_model_compile_when_regional_is_off():
+    from sagemaker_tc.compiler.regions import apply_compile
+
+    model = tiny_bert()
+    plan = apply_compile(model, TrainingCompilerConfig(regional=False))
+    assert (plan.regional, plan.num_regions) == (False, 1)
+    assert model._compiled_call_impl is not None
+
+
+def test_repeated_blocks_found_without_no_split_modules():
+    import torch
+
+    from sagemaker_tc.compiler.regions import find_repeated_blocks
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Linear(4, 4)
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    net = Net()
+    assert find_repeated_blocks(net) == list(net.layers)
+    assert find_repeated_blocks(torch.nn.Sequential(torch.nn.Linear(4, 4))) == []
+
+
+def test_disabled_config_leaves_the_model_uncompiled():
+    import sagemaker_tc
+
+    model = tiny_bert()
+    sagemaker_tc.compile_model(model, TrainingCompilerConfig(enabled=False))
+    assert all(m._compiled_call_impl is None for m in model.modules())
+
+
+def test_launcher_never_overwrites_a_user_variable(caplog):
+    environ = {"ACCELERATE_DYNAMO_MODE": "max-autotune"}
+    wanted = launcher.compiler_environment(TrainingCompilerConfig(), {"SM_OUTPUT_DATA_DIR": "/opt/ml/output/data"})
+    with caplog.at_level("WARNING", logger="sagemaker_tc.launcher"):
+        applied = launcher.apply_environment(wanted, environ)
+    assert environ["ACCELERATE_DYNAMO_MODE"] == "max-autotune"
+    assert "ACCELERATE_DYNAMO_MODE" not in applied
+    assert environ["ACCELERATE_DYNAMO_BACKEND"] == "inductor"
+    assert "already set to 'max-autotune'; keeping it" in caplog.text
+
+
+def test_compiler_environment_by_config():
+    env = launcher.compiler_environment(TrainingCompilerConfig(debug=True, regional=False, dynamic=True), {})
+    assert env["ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"] == "false"
+    assert env["ACCELERATE_DYNAMO_USE_DYNAMIC"] == "true"
+    assert env["TORCH_LOGS"] == "graph_breaks,recompiles"
+    eager = launcher.compiler_environment(TrainingCompilerConfig(backend="eager"), {})
+    assert eager == {contract.ENV_CONFIGURED: "1"}
+
+
+def test_launcher_without_settings_names_the_problem(monkeypatch):
+    monkeypatch.delenv(contract.ENV_FRAMEWORK_PARAMS, raising=False)
+    monkeypatch.delenv(contract.ENV_SETTINGS, raising=False)
+    with pytest.raises(LauncherError, match="no entry point"):
+        launcher.main()
+
+
+def test_launcher_missing_script_names_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(contract.ENV_FRAMEWORK_PARAMS, raising=False)
+    with pytest.raises(LauncherError, match="'nope.py' was not found"):
+        launcher.run("nope.py", [])
+
+
+def test_sdk_side_imports_without_torch(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    code = f"""
+import sys
+from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
+estimator = HuggingFace("train.py", source_dir={str(tmp_path)!r}, instance_type="local_process",
+                        compiler_config=TrainingCompilerConfig(), hyperparameters={{"lr": 0.1}})
+request = estimator._build_request("job", {{}}, "/tmp/s.tar.gz").to_api_dict()
+print(sorted(m for m in ("torch", "transformers", "accelerate") if m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=os.environ)
+    assert json.loads(out.stdout.strip().replace("'", '"')) == []

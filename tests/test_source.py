@@ -1,0 +1,64 @@
+"""Source packaging: the user's code plus the injected launcher."""
+
+import tarfile
+
+import pytest
+
+from sagemaker_tc import EstimatorArgumentError, SourceNotFoundError
+from sagemaker_tc.contract import LAUNCHER_PROGRAM
+from sagemaker_tc.sdk.source import build_source_archive, resolve_source
+
+
+def names(archive):
+    with tarfile.open(archive) as tar:
+        return sorted(tar.getnames())
+
+
+def test_source_dir_archive_has_code_and_launcher(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg" / "__pycache__").mkdir(parents=True)
+    (src / "train.py").write_text("print('hi')")
+    (src / "pkg" / "util.py").write_text("")
+    (src / "pkg" / "__pycache__" / "util.cpython-311.pyc").write_bytes(b"")
+    archive = build_source_archive(resolve_source("train.py", str(src)), tmp_path / "out", inject_launcher=True)
+    assert names(archive) == sorted([LAUNCHER_PROGRAM, "pkg", "pkg/util.py", "train.py"])
+    with tarfile.open(archive) as tar:
+        assert "sagemaker_tc.container.launcher" in tar.extractfile(LAUNCHER_PROGRAM).read().decode()
+
+
+def test_entry_point_alone_is_shipped_by_its_name(tmp_path):
+    script = tmp_path / "scripts" / "train.py"
+    script.parent.mkdir()
+    script.write_text("")
+    spec = resolve_source(str(script), None)
+    assert spec.entry_point == "train.py"
+    assert names(build_source_archive(spec, tmp_path / "out", inject_launcher=False)) == ["train.py"]
+
+
+def test_missing_entry_point_is_an_error(tmp_path):
+    with pytest.raises(EstimatorArgumentError, match="entry_point is required"):
+        resolve_source("", str(tmp_path))
+
+
+def test_missing_source_dir_is_an_error(tmp_path):
+    with pytest.raises(SourceNotFoundError, match="is not a folder"):
+        resolve_source("train.py", str(tmp_path / "nope"))
+
+
+def test_entry_point_outside_source_dir_is_an_error(tmp_path):
+    (tmp_path / "outside.py").write_text("")
+    (tmp_path / "src").mkdir()
+    with pytest.raises(SourceNotFoundError, match="was not found in source_dir"):
+        resolve_source("train.py", str(tmp_path / "src"))
+    with pytest.raises(SourceNotFoundError, match="must be inside source_dir"):
+        resolve_source("../outside.py", str(tmp_path / "src"))
+
+
+def test_user_file_named_like_the_launcher_is_refused(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / LAUNCHER_PROGRAM).write_text("")
+    spec = resolve_source("train.py", str(tmp_path))
+    with pytest.raises(EstimatorArgumentError, match="already contains"):
+        build_source_archive(spec, tmp_path / "out", inject_launcher=True)
+    with pytest.raises(EstimatorArgumentError, match="may not be named"):
+        resolve_source(LAUNCHER_PROGRAM, str(tmp_path))
