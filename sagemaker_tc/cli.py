@@ -24,7 +24,11 @@ def read_report(path: Path) -> dict:
         FileNotFoundError: no report at ``path``.
     """
     if path.is_dir():
-        for candidate in (path / REPORT_FILENAME, path / COMPILER_OUTPUT_DIRNAME / REPORT_FILENAME, path / "output.tar.gz"):
+        for candidate in (
+            path / REPORT_FILENAME,
+            path / COMPILER_OUTPUT_DIRNAME / REPORT_FILENAME,
+            path / "output.tar.gz",
+        ):
             if candidate.exists():
                 return read_report(candidate)
         raise FileNotFoundError(f"no {REPORT_FILENAME} or output.tar.gz in {path}")

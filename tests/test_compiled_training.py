@@ -6,8 +6,8 @@ import sys
 import tarfile
 
 import pytest
-
 from conftest import REPO, write_sst2_slice
+
 from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
 from sagemaker_tc.sdk import COMPILER_METRIC_DEFINITIONS
 

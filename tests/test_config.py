@@ -8,7 +8,11 @@ from sagemaker_tc import ConfigError, TrainingCompilerConfig
 def test_defaults_compile_with_inductor_regionally():
     config = TrainingCompilerConfig()
     assert (config.enabled, config.debug, config.backend, config.mode, config.regional) == (
-        True, False, "inductor", "default", True,
+        True,
+        False,
+        "inductor",
+        "default",
+        True,
     )
     assert config.compiles and bool(config)
 

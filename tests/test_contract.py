@@ -80,7 +80,9 @@ def test_malformed_settings_raise_config_error(params, message):
 def test_environment_prefers_framework_params_then_settings_variable():
     wire = contract.encode(TrainingCompilerConfig(mode="max-autotune"), entry_point="a.py")
     framework_params = json.dumps(toolkit_decode(encode_hyperparameters(wire, allow_reserved=True)))
-    fallback = json.dumps(contract.encode(TrainingCompilerConfig(backend="eager"), entry_point="b.py")[contract.HP_SETTINGS])
+    fallback = json.dumps(
+        contract.encode(TrainingCompilerConfig(backend="eager"), entry_point="b.py")[contract.HP_SETTINGS]
+    )
     both = {contract.ENV_FRAMEWORK_PARAMS: framework_params, contract.ENV_SETTINGS: fallback}
     assert contract.settings_from_environment(both).config.mode == "max-autotune"
     only_env = {contract.ENV_FRAMEWORK_PARAMS: json.dumps({"sagemaker_other": 1}), contract.ENV_SETTINGS: fallback}
@@ -91,11 +93,22 @@ def test_environment_prefers_framework_params_then_settings_variable():
 def test_wire_names_are_frozen():
     """Renaming any of these breaks jobs and dashboards already in use."""
     names = {
-        contract.HP_ENABLED, contract.HP_DEBUG, contract.HP_SETTINGS, contract.ENV_SETTINGS,
-        contract.ENV_CONFIGURED, contract.LAUNCHER_PROGRAM, contract.COMPILER_OUTPUT_DIRNAME, contract.REPORT_FILENAME,
+        contract.HP_ENABLED,
+        contract.HP_DEBUG,
+        contract.HP_SETTINGS,
+        contract.ENV_SETTINGS,
+        contract.ENV_CONFIGURED,
+        contract.LAUNCHER_PROGRAM,
+        contract.COMPILER_OUTPUT_DIRNAME,
+        contract.REPORT_FILENAME,
     }
     assert names == {
-        "sagemaker_training_compiler_enabled", "sagemaker_training_compiler_debug_mode",
-        "sagemaker_training_compiler_settings", "SM_TRAINING_COMPILER_SETTINGS", "SM_TRAINING_COMPILER_CONFIGURED",
-        "sagemaker_tc_launcher.py", "compiler", "report.json",
+        "sagemaker_training_compiler_enabled",
+        "sagemaker_training_compiler_debug_mode",
+        "sagemaker_training_compiler_settings",
+        "SM_TRAINING_COMPILER_SETTINGS",
+        "SM_TRAINING_COMPILER_CONFIGURED",
+        "sagemaker_tc_launcher.py",
+        "compiler",
+        "report.json",
     }

@@ -13,7 +13,12 @@ def test_every_value_is_json_text():
     values = {"lr": 0.1, "epochs": 3, "name": "hello world", "flag": True, "none": None, "layers": [1, "a"]}
     encoded = encode_hyperparameters(values)
     assert encoded == {
-        "lr": "0.1", "epochs": "3", "name": '"hello world"', "flag": "true", "none": "null", "layers": '[1, "a"]',
+        "lr": "0.1",
+        "epochs": "3",
+        "name": '"hello world"',
+        "flag": "true",
+        "none": "null",
+        "layers": '[1, "a"]',
     }
     assert {key: json.loads(value) for key, value in encoded.items()} == values
 

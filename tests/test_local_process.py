@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 # Spaces, quotes, unicode, numbers, booleans, lists, nested dicts, null.
 TRICKY_HYPERPARAMETERS = {
     "greeting": "hello world",
-    "quoted": 'say "hi" and \'bye\'',
+    "quoted": "say \"hi\" and 'bye'",
     "unicode": "naïve café ✓ 日本",
     "lr": 3e-05,
     "epochs": 3,
@@ -58,9 +58,9 @@ def test_hyperparameters_reach_the_script_exactly(source_dir, tmp_path, capsys):
     echo = json.loads(member(estimator.latest_training_job.output_artifacts, "echo.json"))
 
     assert echo["hps"] == TRICKY_HYPERPARAMETERS
-    args = dict(zip(echo["argv"][::2], echo["argv"][1::2]))
+    args = dict(zip(echo["argv"][::2], echo["argv"][1::2], strict=True))
     assert args["--greeting"] == "hello world"
-    assert args["--quoted"] == 'say "hi" and \'bye\''
+    assert args["--quoted"] == "say \"hi\" and 'bye'"
     assert args["--unicode"] == "naïve café ✓ 日本"
     assert args["--numeric_text"] == "007"
     assert args["--epochs"] == "3" and args["--lr"] == "3e-05"

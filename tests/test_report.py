@@ -30,7 +30,11 @@ def test_summary_without_steady_steps_has_no_rates():
 def test_report_claims_compiled_only_when_graphs_ran():
     summary = summarize(steps((4.0, 8, True), (1.0, 8, False)))
     compiled = build_report(
-        config=TrainingCompilerConfig(), steps=summary, dynamo=DynamoStats(graphs=3), integration="pytorch", regional=True
+        config=TrainingCompilerConfig(),
+        steps=summary,
+        dynamo=DynamoStats(graphs=3),
+        integration="pytorch",
+        regional=True,
     )
     assert compiled["compiled"] is True and compiled["fallback_reason"] is None
     nothing = build_report(
@@ -38,8 +42,11 @@ def test_report_claims_compiled_only_when_graphs_ran():
     )
     assert nothing["compiled"] is False and "no compiled graph ran" in nothing["fallback_reason"]
     eager = build_report(
-        config=TrainingCompilerConfig(backend="eager"), steps=summary, dynamo=DynamoStats(graphs=2),
-        integration="pytorch", regional=None,
+        config=TrainingCompilerConfig(backend="eager"),
+        steps=summary,
+        dynamo=DynamoStats(graphs=2),
+        integration="pytorch",
+        regional=None,
     )
     assert eager["compiled"] is False and eager["fallback_reason"] is None
 

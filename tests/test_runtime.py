@@ -15,8 +15,13 @@ def tiny_bert():
     from transformers import BertConfig, BertForSequenceClassification
 
     config = BertConfig(
-        vocab_size=64, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=32, num_labels=2,
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        num_labels=2,
     )
     return BertForSequenceClassification(config)
 

@@ -42,7 +42,8 @@ with torch.no_grad():
         batch = tokenizer([r["sentence"] for r in rows[start:start + 64]], truncation=True,
                           padding="max_length", max_length=64, return_tensors="pt")
         predicted += model(**batch).logits.argmax(-1).tolist()
-print(json.dumps({"predictions": predicted, "wrapped_keys": wrapped, "sagemaker_tc_loaded": "sagemaker_tc" in sys.modules}))
+loaded = "sagemaker_tc" in sys.modules
+print(json.dumps({"predictions": predicted, "wrapped_keys": wrapped, "sagemaker_tc_loaded": loaded}))
 """
 
 
@@ -92,12 +93,16 @@ def main() -> int:
     print(f"job                 {job.job_name}: {job.status} in {job.duration_seconds:.1f} s")
     print(f"validation accuracy {accuracy:.4f} on {len(job_predictions)} SST-2 validation sentences")
     print(f"compiled            {report['compiled']} (backend {report['backend']}, regional {report['regional']})")
-    print(f"compile overhead    {fmt(report['compile_seconds'], ' s')} (first step {fmt(report['first_step_seconds'], ' s')})")
-    print(f"steady step         {fmt(report['steady_step_seconds'], ' s')}, {fmt(report['samples_per_second'], ' samples/s')}")
+    first_step, compile_overhead = report["first_step_seconds"], report["compile_seconds"]
+    print(f"compile overhead    {fmt(compile_overhead, ' s')} (first step {fmt(first_step, ' s')})")
+    steady, rate = report["steady_step_seconds"], report["samples_per_second"]
+    print(f"steady step         {fmt(steady, ' s')}, {fmt(rate, ' samples/s')}")
     print(f"recompiles          {report['recompiles']}, graph breaks {report['graph_breaks']}")
     print(f"model.tar.gz        {estimator.model_data}")
-    print(f"reloaded model      {'same predictions' if same else 'DIFFERENT predictions'} with plain transformers; "
-          f"_orig_mod keys: {len(reloaded['wrapped_keys'])}")
+    print(
+        f"reloaded model      {'same predictions' if same else 'DIFFERENT predictions'} with plain transformers; "
+        f"_orig_mod keys: {len(reloaded['wrapped_keys'])}"
+    )
     print(f"demo wall time      {time.perf_counter() - started:.1f} s")
     ok = accuracy >= MIN_ACCURACY and same and not reloaded["wrapped_keys"] and report["compiled"]
     if not ok:

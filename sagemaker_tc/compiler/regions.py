@@ -8,6 +8,7 @@ why ``torch.compile(module)``'s wrapper would bypass them).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,8 +35,8 @@ class CompilePlan:
 
 def find_repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's repeated blocks: instances of the classes named in ``model._no_split_modules``
-    (how Hugging Face models name their transformer layer class), else the children of the first
-    ``ModuleList`` whose children all share one class (at least two of them).
+    (how Hugging Face models name their transformer layer class) that occur more than once, else the
+    children of the first ``ModuleList`` whose children all share one class (at least two of them).
 
     Returns:
         The blocks in module order; empty when the model has none.
@@ -44,7 +45,10 @@ def find_repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
 
     names = set(getattr(model, "_no_split_modules", None) or [])
     if names:
-        blocks = [m for m in model.modules() if type(m).__name__ in names and m is not model]
+        named = [m for m in model.modules() if type(m).__name__ in names and m is not model]
+        counts = Counter(type(m).__name__ for m in named)
+        # _no_split_modules also names one-off parts (e.g. BertEmbeddings): keep the repeated classes.
+        blocks = [m for m in named if counts[type(m).__name__] > 1]
         if blocks:
             return blocks
     for module in model.modules():

@@ -85,7 +85,9 @@ def metric_lines(report: dict[str, Any]) -> list[str]:
         value = report.get(name)
         if value is None:
             continue
-        lines.append(f"{METRIC_PREFIX}{name}={value:.6g}" if isinstance(value, float) else f"{METRIC_PREFIX}{name}={value}")
+        lines.append(
+            f"{METRIC_PREFIX}{name}={value:.6g}" if isinstance(value, float) else f"{METRIC_PREFIX}{name}={value}"
+        )
     return lines
 
 

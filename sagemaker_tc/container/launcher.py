@@ -94,7 +94,9 @@ def _finish(config: TrainingCompilerConfig) -> None:
 
     try:
         plan = RECORDER.plan
-        regional = getattr(plan, "regional", None) if plan is not None else (config.regional if config.compiles else None)
+        regional = (
+            getattr(plan, "regional", None) if plan is not None else (config.regional if config.compiles else None)
+        )
         report = build_report(
             config=config,
             steps=summarize(RECORDER.steps),

@@ -68,6 +68,7 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     """
     global _optimizer_hook_installed
     import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
 
     if config is None:
         settings = contract.settings_from_environment(os.environ)
@@ -85,10 +86,12 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
             plan.num_regions,
         )
     else:
-        logger.info("Compiler off for %s (enabled=%s, backend=%s)", type(model).__name__, config.enabled, config.backend)
+        logger.info(
+            "Compiler off for %s (enabled=%s, backend=%s)", type(model).__name__, config.enabled, config.backend
+        )
     # Not traced by dynamo: the hook only reads shapes and clocks, outside any compiled region.
     model.register_forward_pre_hook(torch.compiler.disable(_WATCHER.on_forward), with_kwargs=True)
     if not _optimizer_hook_installed:
-        torch.optim.optimizer.register_optimizer_step_post_hook(_WATCHER.on_optimizer_step)
+        register_optimizer_step_post_hook(_WATCHER.on_optimizer_step)
         _optimizer_hook_installed = True
     return model

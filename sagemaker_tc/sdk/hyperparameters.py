@@ -40,7 +40,9 @@ def encode_value(name: str, value: Any) -> str:
     return encoded
 
 
-def encode_hyperparameters(hyperparameters: Mapping[str, Any] | None, *, allow_reserved: bool = False) -> dict[str, str]:
+def encode_hyperparameters(
+    hyperparameters: Mapping[str, Any] | None, *, allow_reserved: bool = False
+) -> dict[str, str]:
     """Encode the user's hyperparameters for ``CreateTrainingJob``.
 
     Args:
@@ -58,7 +60,9 @@ def encode_hyperparameters(hyperparameters: Mapping[str, Any] | None, *, allow_r
     if hyperparameters is None:
         return {}
     if not isinstance(hyperparameters, Mapping):
-        raise HyperparameterError(f"hyperparameters must be a dict of name -> value, got {type(hyperparameters).__name__}")
+        raise HyperparameterError(
+            f"hyperparameters must be a dict of name -> value, got {type(hyperparameters).__name__}"
+        )
     encoded: dict[str, str] = {}
     for name, value in hyperparameters.items():
         if not isinstance(name, str) or not name or len(name) > MAX_KEY_CHARS:

@@ -121,10 +121,12 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path) -> None:
             raise ChannelNotFoundError(f"channel {name!r}: {uri!r} does not exist")
 
 
-def _stream(pipe: TextIO, sink: TextIO, prefix: str) -> None:
+def _stream(pipe: TextIO, sink: TextIO | None, prefix: str) -> None:
+    """Copy the job's output to ``sink`` line by line (drained, not shown, when ``sink`` is None)."""
     for line in pipe:
-        sink.write(prefix + line)
-        sink.flush()
+        if sink is not None:
+            sink.write(prefix + line)
+            sink.flush()
 
 
 def _tar_folder(folder: Path, archive: Path) -> None:
@@ -163,7 +165,7 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
     env.update({"SAGEMAKER_BASE_DIR": str(job_dir), "SM_STUDIO_LOCAL_MODE": "true", "PYTHONUNBUFFERED": "1"})
     max_run = request.stopping_condition.max_runtime_in_seconds
     logger.info("Starting local_process training job %s in %s", request.training_job_name, job_dir)
-    sink = log_sink or sys.stdout
+    sink = (log_sink or sys.stdout) if logs else None
     started = time.monotonic()
     with subprocess.Popen(
         [sys.executable, "-c", _TOOLKIT_COMMAND],
@@ -176,9 +178,7 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
         encoding="utf-8",
         errors="replace",
     ) as process:
-        streamer = threading.Thread(
-            target=_stream, args=(process.stdout, sink if logs else open(os.devnull, "w"), f"{HOST} | "), daemon=True
-        )
+        streamer = threading.Thread(target=_stream, args=(process.stdout, sink, f"{HOST} | "), daemon=True)
         streamer.start()
         try:
             exit_code = process.wait(timeout=max_run)

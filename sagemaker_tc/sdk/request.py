@@ -43,7 +43,8 @@ def make_job_name(base_job_name: str, *, now: float | None = None) -> str:
     name = f"{base}-{stamp}"
     if not _JOB_NAME_RE.match(name):
         raise EstimatorArgumentError(
-            f"base_job_name {base_job_name!r} is not accepted: use letters, digits and '-', starting with a letter or digit"
+            f"base_job_name {base_job_name!r} is not accepted: use letters, digits and '-', "
+            "starting with a letter or digit"
         )
     return name
 

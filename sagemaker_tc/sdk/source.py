@@ -67,7 +67,9 @@ def resolve_source(entry_point: str, source_dir: str | None) -> SourceSpec:
             raise SourceNotFoundError(f"entry_point {entry_point!r} does not exist (no source_dir was given)")
         relative = entry_file.name
     if relative == LAUNCHER_PROGRAM:
-        raise EstimatorArgumentError(f"entry_point may not be named {LAUNCHER_PROGRAM!r}: sagemaker-tc injects that file")
+        raise EstimatorArgumentError(
+            f"entry_point may not be named {LAUNCHER_PROGRAM!r}: sagemaker-tc injects that file"
+        )
     return SourceSpec(entry_point=relative, root=root, entry_file=entry_file)
 
 

@@ -25,8 +25,9 @@ model = sagemaker_tc.compile_model(model)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(args.steps):
     batch_rows = rows[step * args.batch_size : (step + 1) * args.batch_size]
-    batch = tokenizer([r["sentence"] for r in batch_rows], padding="max_length", max_length=32,
-                      truncation=True, return_tensors="pt")
+    batch = tokenizer(
+        [r["sentence"] for r in batch_rows], padding="max_length", max_length=32, truncation=True, return_tensors="pt"
+    )
     labels = torch.tensor([int(r["label"]) for r in batch_rows])
     loss = model(**batch, labels=labels).loss
     loss.backward()
