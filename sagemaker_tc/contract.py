@@ -41,6 +41,7 @@ ENV_FRAMEWORK_PARAMS = "SM_FRAMEWORK_PARAMS"  # written by the toolkit
 ENV_SETTINGS = "SM_TRAINING_COMPILER_SETTINGS"  # same JSON as HP_SETTINGS, for launchers that bypass the toolkit
 ENV_CONFIGURED = "SM_TRAINING_COMPILER_CONFIGURED"  # SMTC's marker: "1" once a process has configured
 ENV_OUTPUT_DATA_DIR = "SM_OUTPUT_DATA_DIR"
+ENV_OUTPUT_DIR = "SM_OUTPUT_DIR"  # holds the success / failure files
 
 # The launcher file the SDK injects next to the user's code, run by the toolkit as the program.
 LAUNCHER_PROGRAM = "sagemaker_tc_launcher.py"

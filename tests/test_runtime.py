@@ -119,3 +119,28 @@ print(sorted(m for m in ("torch", "transformers", "accelerate") if m in sys.modu
 """
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=os.environ)
     assert json.loads(out.stdout.strip().replace("'", '"')) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("raise KeyError('missing column label')", "KeyError: 'missing column label'"),
+        ("import sys; sys.exit(3)", "SystemExit: 3"),
+        ("import sys; sys.exit(0)", None),
+    ],
+)
+def test_launcher_writes_the_failure_file_with_the_exception_first(tmp_path, monkeypatch, body, expected):
+    monkeypatch.delenv(contract.ENV_FRAMEWORK_PARAMS, raising=False)
+    monkeypatch.delenv(contract.ENV_SETTINGS, raising=False)
+    monkeypatch.setenv(contract.ENV_OUTPUT_DIR, str(tmp_path / "output"))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    script = tmp_path / "train.py"
+    script.write_text(body + "\n")
+    with pytest.raises(BaseException):  # noqa: B017 - the script's own exception propagates, whatever it is
+        launcher.run(str(script), ["--lr", "0.1"])
+    failure = tmp_path / "output" / "failure"
+    if expected is None:
+        assert not failure.exists()
+    else:
+        assert failure.read_text().splitlines()[0] == expected

@@ -12,7 +12,11 @@ with no custom image. The launcher then:
 4. runs the user's entry point in this process (``runpy``, as ``__main__``, with the same
    arguments), so the runtime measures what runs;
 5. writes ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` and prints the metric lines, also when the
-   script fails (the script's exception then propagates: the toolkit reports it as the failure).
+   script fails;
+6. when the script raises, writes ``$SM_OUTPUT_DIR/failure`` with the exception's type and message
+   first (SageMaker keeps the first 1024 characters as the job's FailureReason; the toolkit only
+   writes the file when it does not exist, and without a framework module it captures no error
+   text), then lets the exception propagate so the process exits non-zero.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import logging
 import os
 import runpy
 import sys
+import traceback
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
@@ -35,6 +40,7 @@ logger = logging.getLogger("sagemaker_tc.launcher")
 LOG_FOUND = "Found configuration for Training Compiler"
 LOG_CONFIGURING = "Configuring SM Training Compiler..."
 LOG_DEBUG = "Training Compiler set to debug mode"
+MAX_TRACEBACK_CHARS = 3000
 
 
 def _setup_logging() -> None:
@@ -111,6 +117,24 @@ def _finish(config: TrainingCompilerConfig) -> None:
         logger.exception("Could not write the compiler report")
 
 
+def failure_reason(error: BaseException) -> str:
+    """``"<Type>: <message>"`` first, then the end of the traceback (most recent call last)."""
+    frames = traceback.format_exception(type(error), error, error.__traceback__)
+    return f"{type(error).__name__}: {error}\n\n{''.join(frames)[-MAX_TRACEBACK_CHARS:]}"
+
+
+def write_failure(error: BaseException, environ: Mapping[str, str]) -> Path | None:
+    """Write ``$SM_OUTPUT_DIR/failure`` for ``error`` unless it exists; returns its path (None outside a job)."""
+    output_dir = environ.get(contract.ENV_OUTPUT_DIR)
+    if not output_dir:
+        return None
+    path = Path(output_dir) / "failure"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(failure_reason(error), encoding="utf-8")
+    return path
+
+
 def _resolve_script(entry_point: str) -> Path:
     script = Path(entry_point)
     if not script.is_absolute():
@@ -153,6 +177,13 @@ def run(entry_point: str, args: Sequence[str]) -> None:
     sys.path.insert(0, str(script.parent))
     try:
         runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as error:
+        if error.code not in (None, 0):
+            write_failure(error, os.environ)
+        raise
+    except BaseException as error:
+        write_failure(error, os.environ)
+        raise
     finally:
         if config is not None:
             _finish(config)
