@@ -131,3 +131,26 @@ def test_user_environment_is_never_overwritten_and_debug_mode_logs(source_dir, t
     assert LOG_DEBUG in log
     assert echo["env"]["TORCH_LOGS"] == "graph_breaks,recompiles"
     assert Path(echo["env"]["TORCH_TRACE"]).parent.name == "compiler"
+
+
+def test_max_run_stops_the_job_and_the_script_under_it(source_dir, tmp_path, capsys):
+    estimator = PyTorch(
+        "sleeper.py",
+        source_dir=str(source_dir),
+        instance_type="local_process",
+        max_run=20,
+        output_path=str(tmp_path / "out"),
+    )
+    with pytest.raises(TrainingJobFailedError, match="MaxRuntimeExceeded: the job ran longer than 20 seconds"):
+        fit(estimator, capsys)
+    pid = int(member(estimator.latest_training_job.output_artifacts, "pid"))
+    assert not running(pid)
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a killed orphan waits for init to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

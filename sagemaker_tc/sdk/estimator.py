@@ -160,9 +160,8 @@ class _FrameworkEstimator:
         make_job_name(self.base_job_name)  # fail now on a bad base name
         self.image_uri = image_uri
         self._metrics = metric_definitions
-        metric_definitions_shapes = self._metric_shapes()  # fail now on bad regexes
-        del metric_definitions_shapes
-        self.sagemaker_session = sagemaker_session
+        self._metric_shapes()  # fail now on bad regexes
+        self.sagemaker_session = sagemaker_session  # kept for SDK compatibility; local_process needs no session
         if not isinstance(max_run, int) or max_run < 1:
             raise EstimatorArgumentError(f"max_run must be a positive number of seconds, got {max_run!r}")
         self.max_run = max_run

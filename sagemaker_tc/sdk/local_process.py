@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -87,6 +88,9 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path) -> None:
     Raises:
         ChannelNotFoundError: a channel's local path does not exist.
     """
+    channels = {
+        channel.channel_name: channel.data_source.s3_data_source.s3_uri for channel in request.input_data_config
+    }
     config_dir = job_dir / "input" / "config"
     for folder in (config_dir, job_dir / "code", job_dir / "model", job_dir / "output" / "data"):
         folder.mkdir(parents=True, exist_ok=True)
@@ -107,9 +111,9 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path) -> None:
     )
     _write_json(
         config_dir / "inputdataconfig.json",
-        {name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"} for name in request.channels},
+        {name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"} for name in channels},
     )
-    for name, uri in request.channels.items():
+    for name, uri in channels.items():
         source = local_path(uri)
         target = job_dir / "input" / "data" / name
         if source.is_dir():
@@ -127,6 +131,15 @@ def _stream(pipe: TextIO, sink: TextIO | None, prefix: str) -> None:
         if sink is not None:
             sink.write(prefix + line)
             sink.flush()
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGKILL the job's whole process group (the toolkit and the user's script under it)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def _tar_folder(folder: Path, archive: Path) -> None:
@@ -171,6 +184,7 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
         [sys.executable, "-c", _TOOLKIT_COMMAND],
         cwd=job_dir,
         env=env,
+        start_new_session=True,  # its own process group, so stopping the job stops the user's script too
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -183,11 +197,14 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
         try:
             exit_code = process.wait(timeout=max_run)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _stop(process)
             exit_code = process.wait()
             failure = job_dir / "output" / "failure"
             if not failure.exists():
                 failure.write_text(f"MaxRuntimeExceeded: the job ran longer than {max_run} seconds and was stopped")
+        except BaseException:  # e.g. Ctrl-C in the notebook: stop the job, then let the interrupt through
+            _stop(process)
+            raise
         streamer.join()
     duration = time.monotonic() - started
 

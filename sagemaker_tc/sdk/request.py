@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sagemaker.core.shapes import (
@@ -71,8 +71,7 @@ def metric_definitions(definitions: Sequence[Mapping[str, str]] | None) -> list[
 class TrainingJobRequest:
     """One ``CreateTrainingJob`` request, in sagemaker-core shapes.
 
-    Attributes mirror the API's fields (snake_case). ``channels`` maps each channel name to its
-    URI (``s3://`` or ``file://``), the same URIs the ``input_data_config`` shapes hold.
+    Attributes mirror the API's fields (snake_case).
     """
 
     training_job_name: str
@@ -84,7 +83,6 @@ class TrainingJobRequest:
     resource_config: ResourceConfig
     stopping_condition: StoppingCondition
     role_arn: str | None = None
-    channels: dict[str, str] = field(default_factory=dict)
 
     def to_api_dict(self) -> dict[str, Any]:
         """The request as the SageMaker API takes it (PascalCase keys), e.g. for logging or a pipeline step."""
@@ -150,5 +148,4 @@ def build_request(
         ),
         stopping_condition=StoppingCondition(max_runtime_in_seconds=max_run_seconds),
         role_arn=role,
-        channels=dict(channels),
     )
