@@ -100,11 +100,13 @@ def test_launcher_without_settings_names_the_problem(monkeypatch):
         launcher.main()
 
 
-def test_launcher_missing_script_names_it(tmp_path, monkeypatch):
+def test_launcher_missing_script_names_it_in_the_failure_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(contract.ENV_FRAMEWORK_PARAMS, raising=False)
+    monkeypatch.setenv(contract.ENV_OUTPUT_DIR, str(tmp_path / "output"))
     with pytest.raises(LauncherError, match="'nope.py' was not found"):
         launcher.run("nope.py", [])
+    assert (tmp_path / "output" / "failure").read_text().startswith("LauncherError: entry point 'nope.py'")
 
 
 def test_sdk_side_imports_without_torch(tmp_path):

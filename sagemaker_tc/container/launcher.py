@@ -32,7 +32,7 @@ from pathlib import Path
 
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import LauncherError
+from sagemaker_tc.errors import LauncherError, SagemakerTCError
 
 logger = logging.getLogger("sagemaker_tc.launcher")
 
@@ -153,8 +153,12 @@ def run(entry_point: str, args: Sequence[str]) -> None:
         BaseException: whatever the user's script raises (including ``SystemExit``).
     """
     _setup_logging()
-    settings = contract.settings_from_environment(os.environ)
-    script = _resolve_script(entry_point)
+    try:
+        settings = contract.settings_from_environment(os.environ)
+        script = _resolve_script(entry_point)
+    except SagemakerTCError as error:
+        write_failure(error, os.environ)
+        raise
     config = settings.config if settings is not None and settings.config.enabled else None
     if config is not None:
         logger.info(LOG_FOUND)
@@ -196,10 +200,14 @@ def main() -> None:
     Raises:
         LauncherError: the settings name no entry point.
     """
-    settings = contract.settings_from_environment(os.environ)
-    if settings is None or not settings.entry_point:
-        raise LauncherError(
-            f"no entry point: {contract.ENV_FRAMEWORK_PARAMS} carries no {contract.HP_SETTINGS} with an entry_point "
-            "(run the launcher through a sagemaker_tc estimator, or use `sagemaker-tc launch SCRIPT ...`)"
-        )
+    try:
+        settings = contract.settings_from_environment(os.environ)
+        if settings is None or not settings.entry_point:
+            raise LauncherError(
+                f"no entry point: {contract.ENV_FRAMEWORK_PARAMS} carries no {contract.HP_SETTINGS} with an "
+                "entry_point (run the launcher through a sagemaker_tc estimator, or use `sagemaker-tc launch SCRIPT`)"
+            )
+    except SagemakerTCError as error:
+        write_failure(error, os.environ)
+        raise
     run(settings.entry_point, sys.argv[1:])
