@@ -31,6 +31,12 @@ def make(source_dir, tmp_path):
     return _make
 
 
+def test_shell_entry_point_runs_without_the_compiler(make, source_dir):
+    (source_dir / "run.sh").write_text("echo hi\n")
+    assert make(entry_point="run.sh", compiler_config=None).entry_point == "run.sh"
+    assert make(entry_point="run.sh", compiler_config=TrainingCompilerConfig(enabled=False))
+
+
 def test_valid_arguments_build_an_estimator(make):
     estimator = make(hyperparameters={"lr": 0.1})
     assert estimator.hyperparameters()["lr"] == "0.1"
@@ -56,9 +62,12 @@ def test_valid_arguments_build_an_estimator(make):
         ({"distribution": {"torch_distributed": {"enabled": True}}}, EstimatorArgumentError, "not supported"),
         ({"metric_definitions": [{"Name": "loss", "Regex": "loss=(["}]}, EstimatorArgumentError, "invalid Regex"),
         ({"base_job_name": "bad name!"}, EstimatorArgumentError, "base_job_name"),
+        ({"entry_point": "run.sh"}, EstimatorArgumentError, "must be a .py file"),
+        ({"output_path": "s3://bucket/out"}, EstimatorArgumentError, "local paths or file:// URIs only"),
     ],
 )
-def test_bad_estimator_arguments(make, overrides, error, message):
+def test_bad_estimator_arguments(make, source_dir, overrides, error, message):
+    (source_dir / "run.sh").write_text("echo hi\n")
     with pytest.raises(error, match=message):
         make(**overrides)
 
@@ -69,6 +78,9 @@ def test_bad_estimator_arguments(make, overrides, error, message):
         ({"train": "/nonexistent/sst2"}, r"channel 'train': '/nonexistent/sst2' does not exist"),
         ({"train": "file:///nonexistent/sst2"}, r"does not exist"),
         ({"bad channel": "."}, r"channel name 'bad channel' is not accepted"),
+        ({"..": "."}, r"channel name '..' is not accepted"),
+        ({".": "."}, r"channel name '.' is not accepted"),
+        ({"Train": ".", "train": "."}, r"'Train' and 'train' both become SM_CHANNEL_TRAIN"),
         ({"train": "s3://bucket/train"}, r"local paths or file:// URIs only"),
         (["train"], r"must be a dict"),
     ],

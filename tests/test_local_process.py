@@ -65,6 +65,7 @@ def test_hyperparameters_reach_the_script_exactly(source_dir, tmp_path, capsys):
     assert args["--numeric_text"] == "007"
     assert args["--epochs"] == "3" and args["--lr"] == "3e-05"
     assert echo["main"] == "__main__"
+    assert echo["job_name"] == estimator.latest_training_job.job_name
     assert echo["channels"] == {"SM_CHANNEL_EXTRA": ["rows.tsv"], "SM_CHANNEL_TRAIN": ["rows.tsv"]}
     # Compiler settings reach the launcher through SM_FRAMEWORK_PARAMS, never the script's argv.
     assert echo["framework_params"]["sagemaker_training_compiler_enabled"] is True
@@ -75,6 +76,17 @@ def test_hyperparameters_reach_the_script_exactly(source_dir, tmp_path, capsys):
     assert member(estimator.model_data, "weights.txt") == "trained"
     assert estimator.latest_training_job.status == "Completed"
     assert (estimator.latest_training_job.job_dir / "output" / "success").exists()
+
+
+def test_channel_folder_holding_the_output_path_is_linked_not_copied(source_dir, tmp_path, capsys):
+    (tmp_path / "rows.tsv").write_text("sentence\tlabel\n")
+    estimator = PyTorch(
+        "echo.py", source_dir=str(source_dir), instance_type="local_process", output_path=str(tmp_path / "out")
+    )
+    fit(estimator, capsys, str(tmp_path))  # the channel folder holds the output folder itself
+    echo = json.loads(member(estimator.latest_training_job.output_artifacts, "echo.json"))
+    assert echo["channels"] == {"SM_CHANNEL_TRAINING": ["out", "rows.tsv", "src"]}
+    assert (estimator.latest_training_job.job_dir / "input" / "data" / "training").is_symlink()
 
 
 def test_failing_script_raises_with_its_message(source_dir, tmp_path, capsys):

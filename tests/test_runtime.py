@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -71,6 +72,36 @@ def test_disabled_config_leaves_the_model_uncompiled():
     model = tiny_bert()
     sagemaker_tc.compile_model(model, TrainingCompilerConfig(enabled=False))
     assert all(m._compiled_call_impl is None for m in model.modules())
+
+
+def test_compile_model_follows_the_estimator_inside_a_job(monkeypatch):
+    """Inside a job with no compiler_config the estimator decided: no compile. Outside a job: compile."""
+    import sagemaker_tc
+
+    monkeypatch.delenv(contract.ENV_FRAMEWORK_PARAMS, raising=False)
+    monkeypatch.delenv(contract.ENV_SETTINGS, raising=False)
+    monkeypatch.setenv("SM_TRAINING_ENV", "{}")
+    in_job = sagemaker_tc.compile_model(tiny_bert())
+    assert all(m._compiled_call_impl is None for m in in_job.modules())
+    monkeypatch.delenv("SM_TRAINING_ENV")
+    outside = sagemaker_tc.compile_model(tiny_bert())
+    assert any(m._compiled_call_impl is not None for m in outside.modules())
+
+
+def test_report_command_finds_reports_and_names_what_is_not_one(tmp_path, capsys):
+    from sagemaker_tc.cli import main
+
+    job = tmp_path / "job" / "output"
+    (job / "data" / "compiler").mkdir(parents=True)
+    (job / "data" / "compiler" / "report.json").write_text(json.dumps({"compiled": True, "steps": 3}))
+    with tarfile.open(job / "output.tar.gz", "w:gz") as tar:
+        tar.add(job / "data" / "compiler", arcname="compiler")
+    for path in (job / "output.tar.gz", tmp_path / "job", job / "data"):
+        assert main(["report", str(path)]) == 0
+        assert json.loads(capsys.readouterr().out) == {"compiled": True, "steps": 3}
+    (tmp_path / "other.json").write_text("[1, 2]")
+    assert main(["report", str(tmp_path / "other.json")]) == 1
+    assert "is not a sagemaker-tc compiler report" in capsys.readouterr().err
 
 
 def test_launcher_never_overwrites_a_user_variable(caplog):
@@ -145,4 +176,7 @@ def test_launcher_writes_the_failure_file_with_the_exception_first(tmp_path, mon
     if expected is None:
         assert not failure.exists()
     else:
-        assert failure.read_text().splitlines()[0] == expected
+        text = failure.read_text()
+        assert text.splitlines()[0] == expected
+        # The traceback starts at the user's script, not in the launcher or runpy.
+        assert "runpy" not in text and str(script) in text

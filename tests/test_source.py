@@ -35,6 +35,21 @@ def test_entry_point_alone_is_shipped_by_its_name(tmp_path):
     assert names(build_source_archive(spec, tmp_path / "out", inject_launcher=False)) == ["train.py"]
 
 
+def test_symlinks_are_packed_as_the_files_they_point_to(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "helpers.py").write_text("VALUE = 1\n")
+    (shared / "train.py").write_text("import helpers\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "helpers.py").symlink_to(shared / "helpers.py")
+    (src / "train.py").symlink_to(shared / "train.py")  # an entry point that is a link inside source_dir
+    archive = build_source_archive(resolve_source("train.py", str(src)), tmp_path / "out", inject_launcher=False)
+    with tarfile.open(archive) as tar:
+        assert tar.getmember("helpers.py").isfile()
+        assert tar.extractfile("helpers.py").read() == b"VALUE = 1\n"
+
+
 def test_missing_entry_point_is_an_error(tmp_path):
     with pytest.raises(EstimatorArgumentError, match="entry_point is required"):
         resolve_source("", str(tmp_path))

@@ -117,13 +117,17 @@ def _finish(config: TrainingCompilerConfig) -> None:
         logger.exception("Could not write the compiler report")
 
 
-def failure_reason(error: BaseException) -> str:
-    """``"<Type>: <message>"`` first, then the end of the traceback (most recent call last)."""
-    frames = traceback.format_exception(type(error), error, error.__traceback__)
+def failure_reason(error: BaseException, script: Path | None = None) -> str:
+    """``"<Type>: <message>"`` first, then the traceback from the user's ``script`` on (the launcher's
+    and runpy's frames are dropped so the 1024-character FailureReason keeps the user's own)."""
+    tb = error.__traceback__
+    while script is not None and tb is not None and tb.tb_frame.f_code.co_filename != str(script):
+        tb = tb.tb_next
+    frames = traceback.format_exception(type(error), error, tb or error.__traceback__)
     return f"{type(error).__name__}: {error}\n\n{''.join(frames)[-MAX_TRACEBACK_CHARS:]}"
 
 
-def write_failure(error: BaseException, environ: Mapping[str, str]) -> Path | None:
+def write_failure(error: BaseException, environ: Mapping[str, str], script: Path | None = None) -> Path | None:
     """Write ``$SM_OUTPUT_DIR/failure`` for ``error`` unless it exists; returns its path (None outside a job)."""
     output_dir = environ.get(contract.ENV_OUTPUT_DIR)
     if not output_dir:
@@ -131,7 +135,7 @@ def write_failure(error: BaseException, environ: Mapping[str, str]) -> Path | No
     path = Path(output_dir) / "failure"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(failure_reason(error), encoding="utf-8")
+        path.write_text(failure_reason(error, script), encoding="utf-8")
     return path
 
 
@@ -183,10 +187,10 @@ def run(entry_point: str, args: Sequence[str]) -> None:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as error:
         if error.code not in (None, 0):
-            write_failure(error, os.environ)
+            write_failure(error, os.environ, script)
         raise
     except BaseException as error:
-        write_failure(error, os.environ)
+        write_failure(error, os.environ, script)
         raise
     finally:
         if config is not None:

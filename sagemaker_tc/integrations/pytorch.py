@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger(__name__)
+# Set by the sagemaker-training toolkit for every job's script: tells "inside a job" from a laptop run.
+IN_JOB_ENV = "SM_TRAINING_ENV"
 
 
 def _batch_size(args: tuple, kwargs: dict) -> int:
@@ -55,8 +57,10 @@ _optimizer_hook_installed = False
 def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None = None) -> torch.nn.Module:
     """Compile ``model`` in place for training and measure its steps for the job's report.
 
-    The config is, in order: ``config``; the job's (set by the estimator's ``compiler_config``); the
-    default ``TrainingCompilerConfig()``. A disabled config or ``backend="eager"`` leaves the model
+    The config is, in order: ``config``; the job's (set by the estimator's ``compiler_config``);
+    inside a SageMaker job whose estimator had no ``compiler_config``, none (the model stays
+    uncompiled, with a warning: the estimator decides); outside a job, the default
+    ``TrainingCompilerConfig()``. A disabled config or ``backend="eager"`` leaves the model
     uncompiled (still measured). The model object and its ``state_dict()`` keys are unchanged.
 
     Step timing: a step runs from the first forward in training mode after an optimizer step to the
@@ -72,7 +76,16 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
 
     if config is None:
         settings = contract.settings_from_environment(os.environ)
-        config = settings.config if settings is not None else TrainingCompilerConfig()
+        if settings is not None:
+            config = settings.config
+        elif IN_JOB_ENV in os.environ:
+            logger.warning(
+                "compile_model: this job's estimator has no compiler_config, so the model is not compiled "
+                "(add compiler_config=TrainingCompilerConfig() to the estimator, or pass config= here)"
+            )
+            config = TrainingCompilerConfig(enabled=False)
+        else:
+            config = TrainingCompilerConfig()
     RECORDER.integration = RECORDER.integration or "pytorch"
     RECORDER.install_dynamo_hooks()
     if config.compiles:

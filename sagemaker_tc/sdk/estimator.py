@@ -103,9 +103,15 @@ def _channels(inputs: str | Mapping[str, str] | None) -> dict[str, str]:
         raise ChannelNotFoundError(f"inputs must be a dict of channel name -> path, got {type(inputs).__name__}")
     channels = {}
     for name, uri in inputs.items():
-        if not isinstance(name, str) or not _CHANNEL_NAME_RE.match(name):
+        if not isinstance(name, str) or not _CHANNEL_NAME_RE.match(name) or name in (".", ".."):
             raise ChannelNotFoundError(
-                f"channel name {name!r} is not accepted: 1-64 characters of letters, digits, '.', '-', '_'"
+                f"channel name {name!r} is not accepted: 1-64 characters of letters, digits, '.', '-', '_' "
+                "(not '.' or '..')"
+            )
+        clash = next((other for other in channels if other.upper() == name.upper()), None)
+        if clash is not None:
+            raise ChannelNotFoundError(
+                f"channel names {clash!r} and {name!r} both become SM_CHANNEL_{name.upper()}: rename one"
             )
         if not isinstance(uri, (str, Path)):
             raise ChannelNotFoundError(f"channel {name!r}: expected a path or file:// URI, got {uri!r}")
@@ -155,7 +161,13 @@ class _FrameworkEstimator:
         self.distribution = distribution
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
         self.environment = _check_environment(environment)
+        if self.compiler_enabled and not self.source.entry_point.endswith(".py"):
+            raise EstimatorArgumentError(
+                f"entry_point {entry_point!r} is not a Python script: with compiler_config enabled the entry point "
+                "must be a .py file (the compiler runs inside the Python process); shell entry points run without it"
+            )
         self.output_path = output_path or DEFAULT_OUTPUT_PATH
+        local_process.local_path(self.output_path)  # local_process writes locally: refuse s3:// now
         self.base_job_name = base_job_name or self._default_base_job_name
         make_job_name(self.base_job_name)  # fail now on a bad base name
         self.image_uri = image_uri

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -113,14 +112,17 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path) -> None:
         config_dir / "inputdataconfig.json",
         {name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"} for name in channels},
     )
+    # Channels are linked, not copied, as Docker local mode bind-mounts them: no copy of large data,
+    # and a channel folder that holds the output path is not copied into itself.
     for name, uri in channels.items():
         source = local_path(uri)
         target = job_dir / "input" / "data" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, target)
+            target.symlink_to(source, target_is_directory=True)
         elif source.is_file():
-            target.mkdir(parents=True)
-            shutil.copy2(source, target / source.name)
+            target.mkdir()
+            (target / source.name).symlink_to(source)
         else:
             raise ChannelNotFoundError(f"channel {name!r}: {uri!r} does not exist")
 
@@ -175,7 +177,14 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
 
     env = dict(os.environ)
     env.update(request.environment)
-    env.update({"SAGEMAKER_BASE_DIR": str(job_dir), "SM_STUDIO_LOCAL_MODE": "true", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "SAGEMAKER_BASE_DIR": str(job_dir),
+            "SM_STUDIO_LOCAL_MODE": "true",
+            "TRAINING_JOB_NAME": request.training_job_name,  # as SageMaker sets it in the container
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     max_run = request.stopping_condition.max_runtime_in_seconds
     logger.info("Starting local_process training job %s in %s", request.training_job_name, job_dir)
     sink = (log_sink or sys.stdout) if logs else None

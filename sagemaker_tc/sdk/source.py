@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,11 +55,12 @@ def resolve_source(entry_point: str, source_dir: str | None) -> SourceSpec:
         root = Path(source_dir).expanduser().resolve()
         if not root.is_dir():
             raise SourceNotFoundError(f"source_dir {source_dir!r} is not a folder")
-        entry_file = (root / entry_point).resolve()
-        if not entry_file.is_file():
-            raise SourceNotFoundError(f"entry_point {entry_point!r} was not found in source_dir {str(root)!r}")
+        # Normalized, not resolved: an entry point that is a symlink inside source_dir is inside it.
+        entry_file = Path(os.path.normpath(root / entry_point))
         if not entry_file.is_relative_to(root):
             raise SourceNotFoundError(f"entry_point {entry_point!r} must be inside source_dir {str(root)!r}")
+        if not entry_file.is_file():
+            raise SourceNotFoundError(f"entry_point {entry_point!r} was not found in source_dir {str(root)!r}")
         relative = entry_file.relative_to(root).as_posix()
     else:
         root = None
@@ -96,7 +98,8 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
     """
     destination.mkdir(parents=True, exist_ok=True)
     archive = destination / "sourcedir.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
+    # dereference=True: symlinks are packed as the files they point to (as SageMaker SDK v2 does).
+    with tarfile.open(archive, "w:gz", dereference=True) as tar:
         if spec.root is not None:
             if inject_launcher and (spec.root / LAUNCHER_PROGRAM).exists():
                 raise EstimatorArgumentError(

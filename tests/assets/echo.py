@@ -13,6 +13,7 @@ record = {
     "env": {key: value for key, value in os.environ.items() if key.startswith(WATCHED)},
     "channels": {key: sorted(os.listdir(value)) for key, value in os.environ.items() if key.startswith("SM_CHANNEL_")},
     "main": __name__,
+    "job_name": os.environ.get("TRAINING_JOB_NAME"),
 }
 Path(os.environ["SM_OUTPUT_DATA_DIR"], "echo.json").write_text(json.dumps(record, ensure_ascii=False))
 Path(os.environ["SM_MODEL_DIR"], "weights.txt").write_text("trained")
