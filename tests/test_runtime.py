@@ -7,24 +7,14 @@ import sys
 import tarfile
 
 import pytest
+from conftest import tiny_bert as conftest_tiny_bert
 
 from sagemaker_tc import LauncherError, TrainingCompilerConfig, contract
 from sagemaker_tc.container import launcher
 
 
 def tiny_bert():
-    from transformers import BertConfig, BertForSequenceClassification
-
-    config = BertConfig(
-        vocab_size=64,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-        num_labels=2,
-    )
-    return BertForSequenceClassification(config)
+    return conftest_tiny_bert(vocab_size=64, hidden_size=16, num_hidden_layers=3, max_position_embeddings=32)
 
 
 def test_regional_compile_targets_the_transformer_layers_in_place():
