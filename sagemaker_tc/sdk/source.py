@@ -9,6 +9,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import sagemaker_tc
 from sagemaker_tc.contract import LAUNCHER_PROGRAM
 from sagemaker_tc.errors import EstimatorArgumentError, SourceNotFoundError
 
@@ -20,6 +21,7 @@ if __name__ == "__main__":
     main()
 '''
 
+RUNTIME_PACKAGE = "sagemaker_tc"
 _SKIPPED_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}
 
 
@@ -82,30 +84,41 @@ def _skip(tarinfo: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return tarinfo
 
 
+def _runtime_filter(tarinfo: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """The container side of the package only: the SDK (``sagemaker_tc/sdk``) stays out."""
+    if Path(tarinfo.name).parts[:2] == (RUNTIME_PACKAGE, "sdk"):
+        return None
+    return _skip(tarinfo)
+
+
 def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher: bool) -> Path:
     """Write ``sourcedir.tar.gz`` for ``spec`` into the folder ``destination``.
 
     Args:
         spec: from :func:`resolve_source`.
         destination: folder to write into (created if missing).
-        inject_launcher: add ``sagemaker_tc_launcher.py`` at the archive's top level.
+        inject_launcher: add ``sagemaker_tc_launcher.py`` and the container side of the
+            ``sagemaker_tc`` package (everything but ``sagemaker_tc/sdk``) at the archive's top level,
+            so a stock script-mode image runs the launcher with no pip install.
 
     Returns:
         The archive's path.
 
     Raises:
-        EstimatorArgumentError: ``source_dir`` already holds a file named like the launcher.
+        EstimatorArgumentError: ``source_dir`` already holds a file named like the launcher or a
+            ``sagemaker_tc`` folder.
     """
     destination.mkdir(parents=True, exist_ok=True)
     archive = destination / "sourcedir.tar.gz"
     # dereference=True: symlinks are packed as the files they point to (as SageMaker SDK v2 does).
     with tarfile.open(archive, "w:gz", dereference=True) as tar:
         if spec.root is not None:
-            if inject_launcher and (spec.root / LAUNCHER_PROGRAM).exists():
-                raise EstimatorArgumentError(
-                    f"source_dir already contains {LAUNCHER_PROGRAM!r}; sagemaker-tc injects a file of that name, "
-                    "remove or rename yours"
-                )
+            for injected in (LAUNCHER_PROGRAM, RUNTIME_PACKAGE):
+                if inject_launcher and (spec.root / injected).exists():
+                    raise EstimatorArgumentError(
+                        f"source_dir already contains {injected!r}; sagemaker-tc injects one of that name, "
+                        "remove or rename yours"
+                    )
             for child in sorted(spec.root.iterdir()):
                 tar.add(child, arcname=child.name, filter=_skip)
         else:
@@ -116,4 +129,6 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
             info.size = len(data)
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
+            package_dir = Path(sagemaker_tc.__file__).resolve().parent
+            tar.add(package_dir, arcname=RUNTIME_PACKAGE, filter=_runtime_filter)
     return archive

@@ -1,0 +1,63 @@
+"""``distribution=`` values for compiler jobs, checked, and the hyperparameters they become.
+
+``torch_distributed`` (torchrun, DDP/FSDP2) is the engine for multi-GPU and multi-node compiled
+training; SMTC's ``pytorchxla`` is accepted as an alias with a deprecation warning (XLA:CUDA was
+removed from torch_xla 2.9). Other SageMaker distribution strategies are refused with the reason.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from sagemaker_tc.errors import EstimatorArgumentError
+
+# The toolkit's switch for torchrun (sagemaker-training params: sagemaker_torch_distributed_enabled).
+HP_TORCH_DISTRIBUTED = "sagemaker_torch_distributed_enabled"
+
+_REFUSED = {
+    "smdistributed": "SageMaker's distributed-training libraries (smdistributed) are not compatible with the "
+    "compiler (as with SMTC); use {'torch_distributed': {'enabled': True}} (DDP/FSDP2 under torchrun)",
+    "mpi": "MPI launching is not supported with the compiler; use {'torch_distributed': {'enabled': True}}",
+    "parameter_server": "parameter servers are a TensorFlow strategy; use {'torch_distributed': {'enabled': True}}",
+    "multi_worker_mirrored_strategy": "a TensorFlow strategy; use {'torch_distributed': {'enabled': True}}",
+}
+ACCEPTED = ("torch_distributed", "pytorchxla")
+
+
+def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Check ``distribution`` and return the hyperparameters (raw values) that request it.
+
+    Returns:
+        ``{}`` for None/``{}`` or a disabled strategy; ``{"sagemaker_torch_distributed_enabled": True}``
+        for ``torch_distributed`` or ``pytorchxla``.
+
+    Raises:
+        EstimatorArgumentError: a refused strategy (with the reason), an unknown key, or a malformed value.
+
+    Warns:
+        DeprecationWarning: ``pytorchxla`` (SMTC's multi-GPU switch).
+    """
+    if not distribution:
+        return {}
+    if not isinstance(distribution, Mapping):
+        raise EstimatorArgumentError("distribution must be a dict such as {'torch_distributed': {'enabled': True}}")
+    for key in distribution:
+        if key in _REFUSED:
+            raise EstimatorArgumentError(f"distribution={{{key!r}: ...}} is not supported: {_REFUSED[key]}")
+        if key not in ACCEPTED:
+            raise EstimatorArgumentError(f"unknown distribution {key!r}; accepted: {', '.join(ACCEPTED)}")
+    if len(distribution) > 1:
+        raise EstimatorArgumentError(f"choose one distribution strategy, got {sorted(distribution)}")
+    ((key, value),) = distribution.items()
+    if not isinstance(value, Mapping) or not isinstance(value.get("enabled", False), bool):
+        raise EstimatorArgumentError(f"distribution[{key!r}] must be {{'enabled': True or False}}, got {value!r}")
+    if key == "pytorchxla":
+        warnings.warn(
+            "distribution={'pytorchxla': ...} is SMTC's XLA switch; sagemaker-tc runs it as "
+            "{'torch_distributed': {'enabled': True}} (torchrun). Use that name instead.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return {HP_TORCH_DISTRIBUTED: True} if value.get("enabled", False) else {}

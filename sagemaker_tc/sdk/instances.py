@@ -1,0 +1,92 @@
+"""Which instance types the compiler's estimators run on, from the data table ``instance_families.json``.
+
+SMTC accepted only p3, p3dn, g4dn, p4d and g5 and refused local mode; here every current NVIDIA GPU
+family is accepted, CPU families with a warning, and Trainium/Inferentia are refused with a pointer
+to the Neuron compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from enum import Enum
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from sagemaker_tc.errors import UnsupportedInstanceTypeError
+
+LOCAL_PROCESS = "local_process"
+_ML_TYPE_RE = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.(?P<size>[a-z0-9-]+)$")
+
+
+class InstanceKind(str, Enum):
+    """Where a job runs: this host, Docker on this host, or a SageMaker GPU / CPU instance."""
+
+    LOCAL_PROCESS = "local_process"
+    LOCAL_DOCKER = "local_docker"
+    GPU = "gpu"
+    CPU = "cpu"
+
+
+class CpuInstanceWarning(UserWarning):
+    """The job runs on CPU instances, where compile gains are model-dependent."""
+
+
+@cache
+def instance_families() -> dict[str, list[str]]:
+    """The family table: ``{"gpu": [...], "cpu": [...], "neuron": [...]}``."""
+    text = resources.files("sagemaker_tc.sdk").joinpath("instance_families.json").read_text(encoding="utf-8")
+    return {key: value for key, value in json.loads(text).items() if not key.startswith("_")}
+
+
+def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
+    """Check ``instance_type``/``instance_count`` for a compiler job and say where it runs.
+
+    Raises:
+        UnsupportedInstanceTypeError: not an instance type, an unknown or Neuron family, or a count
+            the kind cannot run (``local_process`` and Docker local mode run one host here).
+
+    Warns:
+        CpuInstanceWarning: a CPU family (compile gains on CPU are model-dependent).
+    """
+    if not isinstance(instance_count, int) or isinstance(instance_count, bool) or instance_count < 1:
+        raise UnsupportedInstanceTypeError(f"instance_count must be a positive integer, got {instance_count!r}")
+    if instance_type == LOCAL_PROCESS:
+        if instance_count != 1:
+            raise UnsupportedInstanceTypeError(
+                f"instance_type='local_process' runs one host in this release; got instance_count={instance_count}"
+            )
+        return InstanceKind.LOCAL_PROCESS
+    if instance_type in ("local", "local_gpu"):
+        return InstanceKind.LOCAL_DOCKER
+    match = _ML_TYPE_RE.match(instance_type) if isinstance(instance_type, str) else None
+    if match is None:
+        raise UnsupportedInstanceTypeError(
+            f"instance_type={instance_type!r} is not an instance type: use 'local_process' (this host, no Docker), "
+            "'local'/'local_gpu' (Docker) or an 'ml.<family>.<size>' type such as 'ml.g5.2xlarge'"
+        )
+    family = match.group("family")
+    families = instance_families()
+    if family in families["neuron"]:
+        raise UnsupportedInstanceTypeError(
+            f"{instance_type} is an AWS Trainium/Inferentia instance: those compile with the Neuron compiler "
+            "(torch-neuronx / neuronx-cc on the Neuron DLCs), not with sagemaker-tc; pick a GPU instance or use "
+            "the Neuron SDK"
+        )
+    if family in families["gpu"]:
+        return InstanceKind.GPU
+    if family in families["cpu"]:
+        warnings.warn(
+            f"{instance_type} is a CPU instance: TorchInductor compiles for CPU too, but the gains there are "
+            "model-dependent (often compile time and no recompiles rather than faster steps); compare with "
+            "TrainingCompilerConfig(backend='eager')",
+            CpuInstanceWarning,
+            stacklevel=3,
+        )
+        return InstanceKind.CPU
+    known = ", ".join(families["gpu"] + families["cpu"])
+    raise UnsupportedInstanceTypeError(
+        f"instance family {family!r} of {instance_type} is not in sagemaker-tc's table; supported families: {known}"
+    )

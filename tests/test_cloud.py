@@ -1,0 +1,152 @@
+"""SageMaker training jobs against moto's server: the real CreateTrainingJob request and S3 upload."""
+
+import io
+import json
+import tarfile
+import warnings
+
+import boto3
+import pytest
+
+from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
+from sagemaker_tc.sdk.images import UnsupportedImageError
+from sagemaker_tc.sdk.instances import CpuInstanceWarning
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+BUCKET = "tc-test-bucket"
+
+
+@pytest.fixture
+def bucket(aws):
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    return f"s3://{BUCKET}/jobs"
+
+
+def create_requests(recorded):
+    return [body for target, body in recorded() if target == "SageMaker.CreateTrainingJob"]
+
+
+def source_archive(request):
+    submit = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
+    bucket, key = submit.removeprefix("s3://").split("/", 1)
+    data = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return tar.getnames()
+
+
+def test_huggingface_p5_job_carries_the_compiler_and_the_launcher(aws, bucket, source_dir):
+    estimator = HuggingFace(
+        "echo.py",
+        source_dir=str(source_dir),
+        role=ROLE,
+        instance_type="ml.p5.48xlarge",
+        transformers_version="4.56",
+        pytorch_version="2.8",
+        py_version="py312",
+        hyperparameters={"epochs": 2, "greeting": "hello world"},
+        compiler_config=TrainingCompilerConfig(),
+        output_path=bucket,
+    )
+    estimator.fit({"train": "s3://bucket/train"}, wait=False)
+
+    (request,) = create_requests(aws)
+    hps = request["HyperParameters"]
+    assert hps["sagemaker_training_compiler_enabled"] == "true"
+    assert hps["sagemaker_training_compiler_debug_mode"] == "false"
+    settings = json.loads(hps["sagemaker_training_compiler_settings"])
+    assert settings["config"]["backend"] == "inductor" and settings["entry_point"] == "echo.py"
+    assert hps["sagemaker_program"] == '"sagemaker_tc_launcher.py"'
+    assert hps["epochs"] == "2" and hps["greeting"] == '"hello world"'
+    assert json.loads(hps["sagemaker_region"]) == "us-east-1"
+    image = request["AlgorithmSpecification"]["TrainingImage"]
+    assert image.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.8")
+    assert "gpu-py312" in image
+    assert request["ResourceConfig"]["InstanceType"] == "ml.p5.48xlarge"
+    assert request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://bucket/train"
+    assert request["OutputDataConfig"]["S3OutputPath"] == bucket
+    assert request["RoleArn"] == ROLE
+    names = source_archive(request)
+    assert {"echo.py", "sagemaker_tc_launcher.py", "sagemaker_tc/container/launcher.py"} <= set(names)
+    assert estimator.model_data is None and estimator.latest_training_job.status in ("InProgress", "Completed")
+
+
+def test_waited_job_sets_model_data_and_attach_finds_it(aws, bucket, source_dir):
+    estimator = PyTorch(
+        "echo.py",
+        source_dir=str(source_dir),
+        role=ROLE,
+        instance_type="ml.g6.xlarge",
+        framework_version="2.8",
+        py_version="py312",
+        compiler_config=TrainingCompilerConfig(),
+        output_path=bucket,
+    )
+    estimator.fit(None, logs=False)
+    job_name = estimator.latest_training_job.job_name
+    assert estimator.model_data == f"{bucket}/{job_name}/output/model.tar.gz"
+    attached = PyTorch.attach(job_name)
+    assert attached.status == "Completed" and attached.model_data == estimator.model_data
+
+
+def test_cpu_instances_are_accepted_with_a_warning(aws, bucket, source_dir):
+    with pytest.warns(CpuInstanceWarning, match="gains there are model-dependent"):
+        estimator = PyTorch(
+            "echo.py",
+            source_dir=str(source_dir),
+            role=ROLE,
+            instance_type="ml.m5.xlarge",
+            framework_version="2.8",
+            py_version="py312",
+            compiler_config=TrainingCompilerConfig(),
+            output_path=bucket,
+        )
+    estimator.fit(None, wait=False)
+    (request,) = create_requests(aws)
+    assert request["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.8-cpu-py312")
+
+
+def test_smtc_pytorchxla_is_an_alias_for_torchrun(aws, bucket, source_dir):
+    with pytest.warns(DeprecationWarning, match="pytorchxla"):
+        estimator = PyTorch(
+            "echo.py",
+            source_dir=str(source_dir),
+            role=ROLE,
+            instance_type="ml.p4d.24xlarge",
+            instance_count=2,
+            framework_version="2.8",
+            py_version="py312",
+            distribution={"pytorchxla": {"enabled": True}},
+            compiler_config=TrainingCompilerConfig(),
+            output_path=bucket,
+        )
+    estimator.fit(None, wait=False)
+    (request,) = create_requests(aws)
+    assert request["HyperParameters"]["sagemaker_torch_distributed_enabled"] == "true"
+    assert request["ResourceConfig"]["InstanceCount"] == 2
+
+
+def test_image_uri_overrides_and_bad_versions_fail_before_any_request(aws, bucket, source_dir):
+    common = {"source_dir": str(source_dir), "role": ROLE, "instance_type": "ml.g5.2xlarge", "output_path": bucket}
+    old = PyTorch("echo.py", framework_version="1.13", py_version="py39", **common)
+    with pytest.raises(UnsupportedImageError, match="needs PyTorch >= 2.6"):
+        old.fit(None, wait=False)
+    with pytest.raises(UnsupportedImageError, match="Supported"):
+        PyTorch("echo.py", framework_version="2.8", py_version="py38", **common).fit(None, wait=False)
+    assert create_requests(aws) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        custom = PyTorch("echo.py", image_uri="123.dkr.ecr.us-east-1.amazonaws.com/mine:1", **common)
+    custom.fit(None, wait=False)
+    (request,) = create_requests(aws)
+    assert request["AlgorithmSpecification"]["TrainingImage"] == "123.dkr.ecr.us-east-1.amazonaws.com/mine:1"
+
+
+def test_cloud_inputs_must_be_s3_and_role_is_required(aws, bucket, source_dir, tmp_path):
+    from sagemaker_tc import ChannelNotFoundError, EstimatorArgumentError
+
+    common = {"source_dir": str(source_dir), "instance_type": "ml.g5.2xlarge", "output_path": bucket}
+    with pytest.raises(ChannelNotFoundError, match="read s3:// URIs"):
+        PyTorch("echo.py", role=ROLE, image_uri="img", **common).fit({"train": str(tmp_path)}, wait=False)
+    with pytest.raises(EstimatorArgumentError, match="role is required"):
+        PyTorch("echo.py", image_uri="img", **common).fit(None, wait=False)
+    assert create_requests(aws) == []
