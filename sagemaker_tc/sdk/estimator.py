@@ -13,6 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sagemaker.core.helper.pipeline_variable import PipelineVariable
+from sagemaker.core.workflow.pipeline_context import PipelineSession, runnable_by_pipeline
+
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import (
@@ -130,7 +133,14 @@ class _FrameworkEstimator:
         self.source = resolve_source(entry_point, source_dir)
         self.entry_point = entry_point
         self.source_dir = source_dir
-        self._kind = classify_instance(instance_type, instance_count)
+        # A pipeline parameter (ParameterString) is checked, and picks the image, by its default value.
+        self._checked_instance_type = getattr(instance_type, "default_value", instance_type)
+        if isinstance(instance_type, PipelineVariable) and not isinstance(self._checked_instance_type, str):
+            raise UnsupportedInstanceTypeError(
+                "a pipeline parameter instance_type needs a default_value such as 'ml.g5.2xlarge' "
+                "(it picks the training image)"
+            )
+        self._kind = classify_instance(self._checked_instance_type, instance_count)
         if self._kind is InstanceKind.LOCAL_DOCKER:
             raise UnsupportedInstanceTypeError(
                 f"instance_type={instance_type!r} (Docker local mode) is not available in this release of "
@@ -250,13 +260,14 @@ class _FrameworkEstimator:
             metrics=self._metric_shapes(),
         )
 
+    @runnable_by_pipeline
     def fit(
         self,
         inputs: str | Mapping[str, str] | None = None,
         wait: bool = True,
         logs: bool = True,
         job_name: str | None = None,
-    ) -> None:
+    ) -> Any:
         """Run the training job.
 
         Args:
@@ -270,6 +281,10 @@ class _FrameworkEstimator:
         After a waited job completes, ``model_data`` is the URI of ``model.tar.gz`` (``file://``
         locally, ``s3://`` on SageMaker); ``latest_training_job`` is the job.
 
+        Under a ``PipelineSession`` nothing runs: ``fit()`` returns the step arguments for
+        ``TrainingStep(name=..., step_args=estimator.fit(...))`` (the source is uploaded when the
+        pipeline definition is built).
+
         Raises:
             ChannelNotFoundError: an input is missing, has the wrong scheme, or a channel name is invalid.
             EstimatorArgumentError: ``wait=False`` with ``local_process``; no ``role`` for a cloud job.
@@ -278,8 +293,7 @@ class _FrameworkEstimator:
                 (``output/failure``, which starts with the script's exception and message).
         """
         if self.is_cloud:
-            self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
-            return
+            return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
         if not wait:
             raise EstimatorArgumentError("instance_type='local_process' runs in the foreground: use wait=True")
         channels = _channels(inputs, cloud=False)
@@ -293,7 +307,7 @@ class _FrameworkEstimator:
         if result.status != "Completed":
             raise TrainingJobFailedError(result.job_name, result.failure_reason or "unknown")
 
-    def _fit_cloud(self, inputs, *, wait: bool, logs: bool, job_name: str | None) -> None:
+    def _fit_cloud(self, inputs, *, wait: bool, logs: bool, job_name: str | None):
         channels = _channels(inputs, cloud=True)
         if not self.role:
             raise EstimatorArgumentError("role is required for SageMaker training jobs (an IAM role ARN)")
@@ -310,10 +324,33 @@ class _FrameworkEstimator:
         request = self._build_request(
             job_name, channels, submit_directory, image_uri=image_uri, output_path=output_path, region=region
         )
+        if isinstance(session, PipelineSession):
+            # Building a pipeline definition: hand the request to the step instead of creating a job
+            # (TrainingStep reads it back from session.context).
+            session._intercept_create_request(request.to_api_dict(), None, "train")
+            return None
         self.latest_training_job = cloud.create_job(request, session)
         self.model_data = None
         if wait:
             self.model_data = self.latest_training_job.wait(logs=logs)
+
+    # SageMaker Pipelines (sagemaker-core's retrieve_caller_name) recognise a training job producer by a
+    # ``train`` method and a ``training_image`` attribute; TrainingStep then reads the request fit() built.
+    train = fit
+
+    @property
+    def source_code(self):
+        """The code as sagemaker-core's ``SourceCode`` (Pipelines hash it to decide step caching)."""
+        from sagemaker.core.training.configs import SourceCode
+
+        if self.source.root is None:
+            return SourceCode(entry_script=str(self.source.entry_file))
+        return SourceCode(source_dir=str(self.source.root), entry_script=self.source.entry_point)
+
+    @property
+    def training_image(self) -> str | None:
+        """The training image the cloud job uses (``image_uri``, or the stock DLC resolved at ``fit()``)."""
+        return self.image_uri
 
     def wait(self, logs: bool = True) -> None:
         """Wait for the latest cloud job started with ``fit(wait=False)``; sets ``model_data``.
@@ -364,7 +401,7 @@ class HuggingFace(_FrameworkEstimator):
         return training_image(
             framework="huggingface",
             region=region,
-            instance_type=self.instance_type,
+            instance_type=self._checked_instance_type,
             py_version=self.py_version,
             pytorch_version=self.pytorch_version,
             transformers_version=self.transformers_version,
@@ -391,7 +428,7 @@ class PyTorch(_FrameworkEstimator):
         return training_image(
             framework="pytorch",
             region=region,
-            instance_type=self.instance_type,
+            instance_type=self._checked_instance_type,
             py_version=self.py_version,
             pytorch_version=self.framework_version,
         )
