@@ -54,7 +54,6 @@ def test_valid_arguments_build_an_estimator(make):
         ({"instance_type": "ml.trn1.32xlarge"}, UnsupportedInstanceTypeError, "Neuron compiler"),
         ({"instance_type": "ml.inf2.xlarge"}, UnsupportedInstanceTypeError, "Neuron compiler"),
         ({"instance_type": "ml.zz9.xlarge"}, UnsupportedInstanceTypeError, "not in sagemaker-tc's table"),
-        ({"instance_type": "local"}, UnsupportedInstanceTypeError, "use instance_type='local_process'"),
         (
             {"instance_type": "ml.p5.48xlarge", "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}},
             EstimatorArgumentError,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from sagemaker_tc.errors import (
     TrainingJobFailedError,
     UnsupportedInstanceTypeError,
 )
-from sagemaker_tc.sdk import cloud, local_process
+from sagemaker_tc.sdk import cloud, local_docker, local_process
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
 from sagemaker_tc.sdk.images import training_image
@@ -141,11 +142,6 @@ class _FrameworkEstimator:
                 "(it picks the training image)"
             )
         self._kind = classify_instance(self._checked_instance_type, instance_count)
-        if self._kind is InstanceKind.LOCAL_DOCKER:
-            raise UnsupportedInstanceTypeError(
-                f"instance_type={instance_type!r} (Docker local mode) is not available in this release of "
-                "sagemaker-tc; use instance_type='local_process' to run on this host with no Docker"
-            )
         self.instance_type = instance_type
         self.instance_count = instance_count
         self.role = role
@@ -294,6 +290,8 @@ class _FrameworkEstimator:
         """
         if self.is_cloud:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
+        if self._kind is InstanceKind.LOCAL_DOCKER:
+            return self._fit_docker(inputs, job_name=job_name)
         if not wait:
             raise EstimatorArgumentError("instance_type='local_process' runs in the foreground: use wait=True")
         channels = _channels(inputs, cloud=False)
@@ -306,6 +304,27 @@ class _FrameworkEstimator:
         self.model_data = result.model_artifacts
         if result.status != "Completed":
             raise TrainingJobFailedError(result.job_name, result.failure_reason or "unknown")
+
+    def _fit_docker(self, inputs, *, job_name: str | None) -> None:
+        channels = _channels(inputs, cloud=False)
+        local_docker.check_docker()  # before any work: a clear error when Docker is missing
+        image_uri = self.image_uri or self._image_uri(self._region_for_local())
+        job_name = job_name or make_job_name(self.base_job_name)
+        code_dir = local_process.local_path(self.output_path) / job_name / "code"
+        with tempfile.TemporaryDirectory(prefix="sagemaker-tc-source-") as staging:
+            archive = build_source_archive(self.source, Path(staging), inject_launcher=self.compiler_enabled)
+            code_dir.mkdir(parents=True)
+            with tarfile.open(archive) as tar:
+                tar.extractall(code_dir, filter="data")
+        request = self._build_request(job_name, channels, code_dir.as_uri(), image_uri=image_uri)
+        self.model_data = local_docker.run_job(request)
+
+    @staticmethod
+    def _region_for_local() -> str:
+        """The AWS region that picks the DLC image in Docker local mode (the default region, else us-east-1)."""
+        import boto3
+
+        return boto3.session.Session().region_name or "us-east-1"
 
     def _fit_cloud(self, inputs, *, wait: bool, logs: bool, job_name: str | None):
         channels = _channels(inputs, cloud=True)

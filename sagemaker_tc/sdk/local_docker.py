@@ -1,0 +1,75 @@
+"""Docker local mode (``instance_type="local"`` / ``"local_gpu"``) through sagemaker-core's local engine.
+
+sagemaker-core's ``LocalSession`` runs the training image with docker compose (``command: train``,
+the code folder mounted at ``/opt/ml/code``, a GPU reservation for ``local_gpu``), as SDK v2's local
+mode did. Before anything starts, :func:`check_docker` makes a missing Docker engine or compose a
+clear error that points to the docker-free ``local_process``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+
+from sagemaker_tc.errors import SagemakerTCError
+from sagemaker_tc.sdk.request import TrainingJobRequest
+
+logger = logging.getLogger(__name__)
+_DOCKER_INFO_TIMEOUT_SECONDS = 30
+_SUGGESTION = "use instance_type='local_process' to run on this host with no Docker"
+
+
+class DockerNotAvailableError(SagemakerTCError, RuntimeError):
+    """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
+
+
+def check_docker() -> None:
+    """Raise unless ``docker info`` answers and docker compose is installed.
+
+    Raises:
+        DockerNotAvailableError: what is missing, and the ``local_process`` alternative.
+    """
+    if shutil.which("docker") is None:
+        raise DockerNotAvailableError(
+            f"Docker local mode needs the docker command, which is not installed; {_SUGGESTION}"
+        )
+    try:
+        info = subprocess.run(
+            ["docker", "info"], capture_output=True, text=True, timeout=_DOCKER_INFO_TIMEOUT_SECONDS, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise DockerNotAvailableError(f"`docker info` did not answer within 30 s; {_SUGGESTION}") from None
+    if info.returncode != 0:
+        detail = (info.stderr or info.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise DockerNotAvailableError(f"no Docker engine answers (`docker info`: {detail[0]}); {_SUGGESTION}")
+    from sagemaker.core.local.image import _SageMakerContainer
+
+    try:
+        _SageMakerContainer._get_compose_cmd_prefix()
+    except ImportError as error:
+        raise DockerNotAvailableError(f"{error}; or {_SUGGESTION}") from None
+
+
+def run_job(request: TrainingJobRequest) -> str:
+    """Run ``request`` with sagemaker-core's Docker local engine; block until it ends.
+
+    The request's ``sagemaker_submit_directory`` must be a ``file://`` folder (it is mounted as
+    ``/opt/ml/code``), channels ``file://`` URIs, and the output path ``file://``.
+
+    Returns:
+        The ``file://`` URI of ``model.tar.gz``.
+
+    Raises:
+        DockerNotAvailableError: see :func:`check_docker`.
+        RuntimeError: the container failed (sagemaker-core's local engine reports it).
+    """
+    from sagemaker.core.local.local_session import LocalSession
+
+    check_docker()
+    session = LocalSession()
+    body = request.to_api_dict()
+    body.pop("RoleArn", None)
+    session.sagemaker_client.create_training_job(**body)
+    described = session.sagemaker_client.describe_training_job(request.training_job_name)
+    return described["ModelArtifacts"]["S3ModelArtifacts"]

@@ -1,0 +1,96 @@
+"""Docker local mode through sagemaker-core's local engine. No Docker engine runs on the CI machine,
+so a stand-in ``docker`` command on PATH answers ``docker info`` / ``docker compose version`` and, for
+``docker compose -f FILE up``, keeps a copy of the folder the real engine wrote (compose file and
+config files) instead of starting containers."""
+
+import json
+import os
+import stat
+
+import pytest
+import yaml
+
+from sagemaker_tc import PyTorch, TrainingCompilerConfig
+from sagemaker_tc.sdk.local_docker import DockerNotAvailableError
+
+FAKE_DOCKER = """#!/bin/sh
+# Stand-in for the docker CLI (see the module docstring). $RECORD is where compose runs are copied.
+case "$1 $2" in
+  "info "*)
+    if [ -n "$NO_ENGINE" ]; then
+      echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1
+    fi
+    echo ok; exit 0;;
+  "compose version") echo "Docker Compose version v2.29.7"; exit 0;;
+  "compose -f") cp -r "$(dirname "$3")" "$RECORD/run"; echo "$@" > "$RECORD/command"; exit 0;;
+  "images -q") exit 0;;
+esac
+echo "unexpected docker call: $*" >&2; exit 2
+"""
+
+
+@pytest.fixture
+def fake_docker(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    record = tmp_path / "record"
+    record.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("RECORD", str(record))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return record
+
+
+def estimator(source_dir, tmp_path, instance_type):
+    return PyTorch(
+        "echo.py",
+        source_dir=str(source_dir),
+        instance_type=instance_type,
+        image_uri="sagemaker-tc-test:latest",
+        hyperparameters={"greeting": "hello world"},
+        compiler_config=TrainingCompilerConfig(),
+        output_path=str(tmp_path / "out"),
+    )
+
+
+def test_missing_docker_engine_is_a_clear_error_before_anything_starts(fake_docker, source_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("NO_ENGINE", "1")
+    with pytest.raises(DockerNotAvailableError, match="no Docker engine answers.*instance_type='local_process'"):
+        estimator(source_dir, tmp_path, "local").fit({"train": str(source_dir)})
+    assert not (tmp_path / "out").exists()
+    assert not (fake_docker / "command").exists()
+
+
+def test_local_gpu_compose_file_runs_train_with_the_launcher_and_a_gpu(fake_docker, source_dir, tmp_path):
+    job = estimator(source_dir, tmp_path, "local_gpu")
+    job.fit({"train": str(source_dir)})
+
+    command = (fake_docker / "command").read_text().split()
+    assert command[:2] == ["compose", "-f"] and "up" in command and "--abort-on-container-exit" in command
+    compose = yaml.safe_load((fake_docker / "run" / "docker-compose.yaml").read_text())
+    (service,) = compose["services"].values()
+    assert service["image"] == "sagemaker-tc-test:latest"
+    assert service["command"] == "train"
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert devices and devices[0]["capabilities"] == ["gpu"]
+    code_mounts = [v for v in service["volumes"] if v.endswith(":/opt/ml/code")]
+    assert code_mounts, service["volumes"]
+    code_dir = code_mounts[0].rsplit(":", 1)[0]
+    assert {"echo.py", "sagemaker_tc_launcher.py", "sagemaker_tc"} <= set(os.listdir(code_dir))
+
+    host = next(p for p in (fake_docker / "run").iterdir() if p.is_dir() and (p / "input" / "config").exists())
+    hps = json.loads((host / "input" / "config" / "hyperparameters.json").read_text())
+    assert hps["sagemaker_training_compiler_enabled"] == "true"
+    assert hps["sagemaker_program"] == '"sagemaker_tc_launcher.py"'
+    assert json.loads(hps["greeting"]) == "hello world"
+    assert job.model_data.startswith("file://")
+
+
+def test_local_cpu_has_no_gpu_reservation(fake_docker, source_dir, tmp_path):
+    estimator(source_dir, tmp_path, "local").fit()
+    compose = yaml.safe_load((fake_docker / "run" / "docker-compose.yaml").read_text())
+    (service,) = compose["services"].values()
+    assert "deploy" not in service
