@@ -80,8 +80,12 @@ def test_waited_job_sets_model_data_and_attach_finds_it(aws, bucket, source_dir)
         py_version="py312",
         compiler_config=TrainingCompilerConfig(),
         output_path=bucket,
+        checkpoint_s3_uri=f"{bucket}/checkpoints",
+        checkpoint_local_path="/opt/ml/checkpoints",
     )
     estimator.fit(None, logs=False)
+    (request,) = create_requests(aws)
+    assert request["CheckpointConfig"] == {"S3Uri": f"{bucket}/checkpoints", "LocalPath": "/opt/ml/checkpoints"}
     job_name = estimator.latest_training_job.job_name
     assert estimator.model_data == f"{bucket}/{job_name}/output/model.tar.gz"
     attached = PyTorch.attach(job_name)

@@ -130,6 +130,7 @@ def create_job(request: TrainingJobRequest, session) -> CloudJob:
         output_data_config=request.output_data_config,
         resource_config=request.resource_config,
         stopping_condition=request.stopping_condition,
+        checkpoint_config=request.checkpoint_config,
         session=session.boto_session,
         region=session.boto_region_name,
     )

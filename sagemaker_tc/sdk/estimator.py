@@ -130,6 +130,8 @@ class _FrameworkEstimator:
         sagemaker_session: Any = None,
         max_run: int = DEFAULT_MAX_RUN_SECONDS,
         volume_size: int = 30,
+        checkpoint_s3_uri: str | None = None,
+        checkpoint_local_path: str | None = None,
     ) -> None:
         self.source = resolve_source(entry_point, source_dir)
         self.entry_point = entry_point
@@ -180,6 +182,12 @@ class _FrameworkEstimator:
             raise EstimatorArgumentError(f"max_run must be a positive number of seconds, got {max_run!r}")
         self.max_run = max_run
         self.volume_size = volume_size
+        if checkpoint_s3_uri is not None and not str(checkpoint_s3_uri).startswith("s3://"):
+            raise EstimatorArgumentError(f"checkpoint_s3_uri must be an s3:// URI, got {checkpoint_s3_uri!r}")
+        if checkpoint_s3_uri is not None and not self.is_cloud:
+            raise EstimatorArgumentError("checkpoint_s3_uri applies to SageMaker training jobs (ml.* instance types)")
+        self.checkpoint_s3_uri = checkpoint_s3_uri
+        self.checkpoint_local_path = checkpoint_local_path
         self.model_data: str | None = None
         self.latest_training_job: local_process.LocalJobResult | cloud.CloudJob | None = None
 
@@ -254,6 +262,8 @@ class _FrameworkEstimator:
             max_run_seconds=self.max_run,
             role=self.role,
             metrics=self._metric_shapes(),
+            checkpoint_s3_uri=self.checkpoint_s3_uri,
+            checkpoint_local_path=self.checkpoint_local_path,
         )
 
     @runnable_by_pipeline

@@ -15,6 +15,7 @@ from typing import Any
 from sagemaker.core.shapes import (
     AlgorithmSpecification,
     Channel,
+    CheckpointConfig,
     DataSource,
     MetricDefinition,
     OutputDataConfig,
@@ -83,6 +84,7 @@ class TrainingJobRequest:
     resource_config: ResourceConfig
     stopping_condition: StoppingCondition
     role_arn: str | None = None
+    checkpoint_config: CheckpointConfig | None = None
 
     def to_api_dict(self) -> dict[str, Any]:
         """The request as the SageMaker API takes it (PascalCase keys), e.g. for logging or a pipeline step."""
@@ -98,6 +100,8 @@ class TrainingJobRequest:
         }
         if self.role_arn:
             body["RoleArn"] = self.role_arn
+        if self.checkpoint_config is not None:
+            body["CheckpointConfig"] = serialize(self.checkpoint_config)
         return body
 
 
@@ -115,12 +119,16 @@ def build_request(
     max_run_seconds: int,
     role: str | None,
     metrics: list[MetricDefinition],
+    checkpoint_s3_uri: str | None = None,
+    checkpoint_local_path: str | None = None,
 ) -> TrainingJobRequest:
     """Assemble the request from already-checked parts (the estimator checks them).
 
     Args:
         channels: channel name -> URI (``s3://...`` or ``file://...``), File input mode.
         output_path: where ``<job>/output/model.tar.gz`` goes (``s3://`` or ``file://``).
+        checkpoint_s3_uri, checkpoint_local_path: SageMaker's CheckpointConfig (the container folder
+            defaults to ``/opt/ml/checkpoints``); None for no checkpoint sync.
         max_run_seconds: StoppingCondition.MaxRuntimeInSeconds.
     """
     input_data_config = [
@@ -148,4 +156,7 @@ def build_request(
         ),
         stopping_condition=StoppingCondition(max_runtime_in_seconds=max_run_seconds),
         role_arn=role,
+        checkpoint_config=(
+            CheckpointConfig(s3_uri=checkpoint_s3_uri, local_path=checkpoint_local_path) if checkpoint_s3_uri else None
+        ),
     )
