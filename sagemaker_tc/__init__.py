@@ -16,12 +16,15 @@ from typing import Any
 from sagemaker_tc.errors import (
     ChannelNotFoundError,
     ConfigError,
+    CpuInstanceWarning,
+    DockerNotAvailableError,
     EstimatorArgumentError,
     HyperparameterError,
     LauncherError,
     SagemakerTCError,
     SourceNotFoundError,
     TrainingJobFailedError,
+    UnsupportedImageError,
     UnsupportedInstanceTypeError,
 )
 
@@ -37,6 +40,8 @@ _LAZY = {
 __all__ = [
     "ChannelNotFoundError",
     "ConfigError",
+    "CpuInstanceWarning",
+    "DockerNotAvailableError",
     "EstimatorArgumentError",
     "HuggingFace",
     "HyperparameterError",
@@ -46,6 +51,7 @@ __all__ = [
     "SourceNotFoundError",
     "TrainingCompilerConfig",
     "TrainingJobFailedError",
+    "UnsupportedImageError",
     "UnsupportedInstanceTypeError",
     "compile_model",
 ]

@@ -31,6 +31,10 @@ class UnsupportedInstanceTypeError(EstimatorArgumentError):
     """The estimator cannot run on the requested ``instance_type`` / ``instance_count``."""
 
 
+class UnsupportedImageError(EstimatorArgumentError):
+    """No stock DLC training image matches the requested versions, region and instance type."""
+
+
 class HyperparameterError(EstimatorArgumentError):
     """A hyperparameter name or value cannot be JSON-encoded the way SageMaker sends it."""
 
@@ -48,6 +52,14 @@ class TrainingJobFailedError(SagemakerTCError, RuntimeError):
         self.job_name = job_name
         self.failure_reason = failure_reason
         super().__init__(f"Training job {job_name} failed. Reason: {failure_reason}")
+
+
+class DockerNotAvailableError(SagemakerTCError, RuntimeError):
+    """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
+
+
+class CpuInstanceWarning(UserWarning):
+    """The job runs on CPU instances, where compile gains are model-dependent."""
 
 
 class LauncherError(SagemakerTCError, RuntimeError):

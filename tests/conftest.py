@@ -77,8 +77,10 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint():
-    """moto's server (a real HTTP endpoint for SageMaker and S3) on 127.0.0.1, for the session."""
+def moto_endpoint(tmp_path_factory):
+    """moto's server (a real HTTP endpoint for SageMaker and S3) on 127.0.0.1, for the session.
+
+    It runs in a temporary folder: its recorder writes a ``moto_recording`` file into its working folder."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -86,6 +88,7 @@ def moto_endpoint():
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd=tmp_path_factory.mktemp("moto"),
     )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

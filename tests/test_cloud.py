@@ -8,9 +8,7 @@ import warnings
 import boto3
 import pytest
 
-from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
-from sagemaker_tc.sdk.images import UnsupportedImageError
-from sagemaker_tc.sdk.instances import CpuInstanceWarning
+from sagemaker_tc import CpuInstanceWarning, HuggingFace, PyTorch, TrainingCompilerConfig, UnsupportedImageError
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BUCKET = "tc-test-bucket"
@@ -109,6 +107,23 @@ def test_cpu_instances_are_accepted_with_a_warning(aws, bucket, source_dir):
     assert request["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.8-cpu-py312")
 
 
+def test_warnings_point_at_the_users_call(source_dir):
+    """Python shows a DeprecationWarning by default only when it points at __main__/user code."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        PyTorch("echo.py", source_dir=str(source_dir), role=ROLE, instance_type="ml.c5.xlarge", image_uri="img")
+        HuggingFace(
+            "echo.py",
+            source_dir=str(source_dir),
+            role=ROLE,
+            instance_type="ml.g5.xlarge",
+            image_uri="img",
+            distribution={"pytorchxla": {"enabled": True}},
+        )
+    assert [w.category for w in caught] == [CpuInstanceWarning, DeprecationWarning]
+    assert all(w.filename == __file__ for w in caught)
+
+
 def test_smtc_pytorchxla_is_an_alias_for_torchrun(aws, bucket, source_dir):
     with pytest.warns(DeprecationWarning, match="pytorchxla"):
         estimator = PyTorch(
@@ -153,4 +168,9 @@ def test_cloud_inputs_must_be_s3_and_role_is_required(aws, bucket, source_dir, t
         PyTorch("echo.py", role=ROLE, image_uri="img", **common).fit({"train": str(tmp_path)}, wait=False)
     with pytest.raises(EstimatorArgumentError, match="role is required"):
         PyTorch("echo.py", image_uri="img", **common).fit(None, wait=False)
+    with pytest.raises(EstimatorArgumentError, match="full IAM role ARN"):
+        PyTorch("echo.py", role="SageMakerRole", image_uri="img", **common).fit(None, wait=False)
+    with pytest.raises(EstimatorArgumentError, match="job_name 'bad_name!' is not accepted"):
+        PyTorch("echo.py", role=ROLE, image_uri="img", **common).fit(None, wait=False, job_name="bad_name!")
     assert create_requests(aws) == []
+    assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)  # nothing uploaded either

@@ -10,8 +10,7 @@ import stat
 import pytest
 import yaml
 
-from sagemaker_tc import PyTorch, TrainingCompilerConfig
-from sagemaker_tc.sdk.local_docker import DockerNotAvailableError
+from sagemaker_tc import DockerNotAvailableError, PyTorch, TrainingCompilerConfig
 
 FAKE_DOCKER = """#!/bin/sh
 # Stand-in for the docker CLI (see the module docstring). $RECORD is where compose runs are copied.

@@ -51,3 +51,6 @@ def test_pipeline_definition_carries_image_compiler_and_launcher(aws, source_dir
     assert json.loads(hps["sagemaker_submit_directory"]).startswith(f"s3://{BUCKET}/")
     # Building the definition created no training job.
     assert not [target for target, _ in aws() if target == "SageMaker.CreateTrainingJob"]
+    # The same code gives the same definition (the source is named by its content hash), so step
+    # caching can match and rebuilding does not pile up copies in S3.
+    assert json.loads(pipeline.definition()) == definition

@@ -38,9 +38,13 @@ def bucket_of(s3_uri: str) -> str:
     return s3_uri.removeprefix("s3://").split("/", 1)[0]
 
 
-def upload_source(session, archive: Path, *, bucket: str, job_name: str) -> str:
-    """Upload ``sourcedir.tar.gz`` to ``s3://<bucket>/<job name>/source/`` (SDK v2's layout); returns its URI."""
-    return session.upload_data(str(archive), bucket=bucket, key_prefix=f"{job_name}/source")
+def upload_source(session, archive: Path, *, bucket: str, key_prefix: str) -> str:
+    """Upload ``sourcedir.tar.gz`` to ``s3://<bucket>/<key_prefix>/``; returns its URI.
+
+    Jobs use ``<job name>/source`` (SDK v2's layout); pipeline definitions use a prefix named by the
+    archive's content hash, so rebuilding a definition from the same code gives the same URI.
+    """
+    return session.upload_data(str(archive), bucket=bucket, key_prefix=key_prefix)
 
 
 @dataclass

@@ -58,6 +58,6 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
             "distribution={'pytorchxla': ...} is SMTC's XLA switch; sagemaker-tc runs it as "
             "{'torch_distributed': {'enabled': True}} (torchrun). Use that name instead.",
             DeprecationWarning,
-            stacklevel=3,
+            stacklevel=4,  # the user's HuggingFace(...)/PyTorch(...) call
         )
     return {HP_TORCH_DISTRIBUTED: True} if value.get("enabled", False) else {}

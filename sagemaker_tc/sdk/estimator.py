@@ -31,8 +31,14 @@ from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
 from sagemaker_tc.sdk.images import training_image
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
-from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name, metric_definitions
-from sagemaker_tc.sdk.source import build_source_archive, resolve_source
+from sagemaker_tc.sdk.request import (
+    TrainingJobRequest,
+    build_request,
+    check_job_name,
+    make_job_name,
+    metric_definitions,
+)
+from sagemaker_tc.sdk.source import archive_digest, build_source_archive, resolve_source
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +46,8 @@ DEFAULT_OUTPUT_PATH = "sagemaker-tc-output"
 DEFAULT_MAX_RUN_SECONDS = 24 * 60 * 60  # SageMaker's default MaxRuntimeInSeconds (1 day)
 # Channel names: CreateTrainingJob's ChannelName pattern [A-Za-z0-9\.\-_]+, at most 64 chars.
 _CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
+# CreateTrainingJob RoleArn: arn:aws[-partition]:iam::<account>:role/<path/name>, 20-2048 chars.
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 
 # Metric lines the runtime prints (sagemaker_tc.compiler.report); added to metric_definitions when
 # the compiler is on, so SageMaker charts them like any other training metric.
@@ -340,6 +348,13 @@ class _FrameworkEstimator:
         channels = _channels(inputs, cloud=True)
         if not self.role:
             raise EstimatorArgumentError("role is required for SageMaker training jobs (an IAM role ARN)")
+        if not _ROLE_ARN_RE.match(str(self.role)):
+            raise EstimatorArgumentError(
+                f"role must be a full IAM role ARN such as 'arn:aws:iam::111122223333:role/SageMakerRole', "
+                f"got {self.role!r}"
+            )
+        if job_name is not None:
+            check_job_name(job_name)
         session = cloud.resolve_session(self.sagemaker_session)
         region = session.boto_region_name
         image_uri = self.image_uri or self._image_uri(region)
@@ -349,7 +364,11 @@ class _FrameworkEstimator:
         output_path = self.output_path or f"s3://{bucket}/"
         with tempfile.TemporaryDirectory(prefix="sagemaker-tc-source-") as staging:
             archive = build_source_archive(self.source, Path(staging), inject_launcher=self.compiler_enabled)
-            submit_directory = cloud.upload_source(session, archive, bucket=bucket, job_name=job_name)
+            if isinstance(session, PipelineSession):
+                key_prefix = f"{self.base_job_name}/code/{archive_digest(archive)}"
+            else:
+                key_prefix = f"{job_name}/source"
+            submit_directory = cloud.upload_source(session, archive, bucket=bucket, key_prefix=key_prefix)
         request = self._build_request(
             job_name, channels, submit_directory, image_uri=image_uri, output_path=output_path, region=region
         )

@@ -6,17 +6,15 @@ how our own images from ``containers/`` are used.
 
 from __future__ import annotations
 
-from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.errors import UnsupportedImageError
 
 # torch.compile with TorchInductor as this runtime uses it needs PyTorch 2.x; the runtime asks for >= 2.6.
 MIN_PYTORCH = (2, 6)
 
 
-class UnsupportedImageError(EstimatorArgumentError):
-    """No stock DLC training image matches the requested versions, region and instance type."""
-
-
 def _version_tuple(version: str) -> tuple[int, ...]:
+    if not isinstance(version, str):
+        raise UnsupportedImageError(f"versions are strings such as '2.8', got {version!r}")
     try:
         return tuple(int(part) for part in version.split(".")[:2])
     except ValueError:

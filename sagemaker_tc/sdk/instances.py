@@ -15,7 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from sagemaker_tc.errors import UnsupportedInstanceTypeError
+from sagemaker_tc.errors import CpuInstanceWarning, UnsupportedInstanceTypeError
 
 LOCAL_PROCESS = "local_process"
 _ML_TYPE_RE = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.(?P<size>[a-z0-9-]+)$")
@@ -28,10 +28,6 @@ class InstanceKind(str, Enum):
     LOCAL_DOCKER = "local_docker"
     GPU = "gpu"
     CPU = "cpu"
-
-
-class CpuInstanceWarning(UserWarning):
-    """The job runs on CPU instances, where compile gains are model-dependent."""
 
 
 @cache
@@ -83,7 +79,7 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
             "model-dependent (often compile time and no recompiles rather than faster steps); compare with "
             "TrainingCompilerConfig(backend='eager')",
             CpuInstanceWarning,
-            stacklevel=3,
+            stacklevel=4,  # the user's HuggingFace(...)/PyTorch(...) call
         )
         return InstanceKind.CPU
     known = ", ".join(families["gpu"] + families["cpu"])

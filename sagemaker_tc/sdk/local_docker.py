@@ -12,16 +12,12 @@ import logging
 import shutil
 import subprocess
 
-from sagemaker_tc.errors import SagemakerTCError
+from sagemaker_tc.errors import DockerNotAvailableError
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
 logger = logging.getLogger(__name__)
 _DOCKER_INFO_TIMEOUT_SECONDS = 30
 _SUGGESTION = "use instance_type='local_process' to run on this host with no Docker"
-
-
-class DockerNotAvailableError(SagemakerTCError, RuntimeError):
-    """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
 
 
 def check_docker() -> None:

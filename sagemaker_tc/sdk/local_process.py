@@ -49,7 +49,9 @@ def local_path(uri: str) -> Path:
         return Path(unquote(parsed.netloc + parsed.path)).resolve()
     if parsed.scheme in ("", None) or len(parsed.scheme) == 1:  # plain path (or a Windows drive letter)
         return Path(uri).expanduser().resolve()
-    raise EstimatorArgumentError(f"{uri!r}: instance_type='local_process' reads local paths or file:// URIs only")
+    raise EstimatorArgumentError(
+        f"{uri!r}: local modes ('local_process', 'local', 'local_gpu') read local paths or file:// URIs only"
+    )
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,19 @@ def make_job_name(base_job_name: str, *, now: float | None = None) -> str:
     return name
 
 
+def check_job_name(job_name: str) -> str:
+    """Return ``job_name`` if SageMaker accepts it as a TrainingJobName.
+
+    Raises:
+        EstimatorArgumentError: not 1-63 letters, digits and '-', starting with a letter or digit.
+    """
+    if not isinstance(job_name, str) or not _JOB_NAME_RE.match(job_name):
+        raise EstimatorArgumentError(
+            f"job_name {job_name!r} is not accepted: 1-63 letters, digits and '-', starting with a letter or digit"
+        )
+    return job_name
+
+
 def metric_definitions(definitions: Sequence[Mapping[str, str]] | None) -> list[MetricDefinition]:
     """Check SDK-v2-style ``[{"Name": ..., "Regex": ...}]`` and turn them into shapes.
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import os
 import tarfile
@@ -111,7 +113,12 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
     destination.mkdir(parents=True, exist_ok=True)
     archive = destination / "sourcedir.tar.gz"
     # dereference=True: symlinks are packed as the files they point to (as SageMaker SDK v2 does).
-    with tarfile.open(archive, "w:gz", dereference=True) as tar:
+    # gzip mtime 0: the same files give the same bytes, so a content hash names the archive.
+    with (
+        open(archive, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", dereference=True) as tar,
+    ):
         if spec.root is not None:
             for injected in (LAUNCHER_PROGRAM, RUNTIME_PACKAGE):
                 if inject_launcher and (spec.root / injected).exists():
@@ -132,3 +139,8 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
             package_dir = Path(sagemaker_tc.__file__).resolve().parent
             tar.add(package_dir, arcname=RUNTIME_PACKAGE, filter=_runtime_filter)
     return archive
+
+
+def archive_digest(archive: Path) -> str:
+    """SHA-256 of the archive's bytes (hex): the same source gives the same digest."""
+    return hashlib.sha256(archive.read_bytes()).hexdigest()
