@@ -20,6 +20,21 @@ def bucket(aws):
     return f"s3://{BUCKET}/jobs"
 
 
+def pytorch(source_dir, bucket, **overrides):
+    """A compiler-enabled PyTorch estimator for a cloud job (PyTorch 2.8 DLC), with ``overrides``."""
+    kwargs = {
+        "source_dir": str(source_dir),
+        "role": ROLE,
+        "instance_type": "ml.g6.xlarge",
+        "framework_version": "2.8",
+        "py_version": "py312",
+        "compiler_config": TrainingCompilerConfig(),
+        "output_path": bucket,
+    }
+    kwargs.update(overrides)
+    return PyTorch("echo.py", **kwargs)
+
+
 def create_requests(recorded):
     return [body for target, body in recorded() if target == "SageMaker.CreateTrainingJob"]
 
@@ -69,17 +84,8 @@ def test_huggingface_p5_job_carries_the_compiler_and_the_launcher(aws, bucket, s
 
 
 def test_waited_job_sets_model_data_and_attach_finds_it(aws, bucket, source_dir):
-    estimator = PyTorch(
-        "echo.py",
-        source_dir=str(source_dir),
-        role=ROLE,
-        instance_type="ml.g6.xlarge",
-        framework_version="2.8",
-        py_version="py312",
-        compiler_config=TrainingCompilerConfig(),
-        output_path=bucket,
-        checkpoint_s3_uri=f"{bucket}/checkpoints",
-        checkpoint_local_path="/opt/ml/checkpoints",
+    estimator = pytorch(
+        source_dir, bucket, checkpoint_s3_uri=f"{bucket}/checkpoints", checkpoint_local_path="/opt/ml/checkpoints"
     )
     estimator.fit(None, logs=False)
     (request,) = create_requests(aws)
@@ -92,16 +98,7 @@ def test_waited_job_sets_model_data_and_attach_finds_it(aws, bucket, source_dir)
 
 def test_cpu_instances_are_accepted_with_a_warning(aws, bucket, source_dir):
     with pytest.warns(CpuInstanceWarning, match="gains there are model-dependent"):
-        estimator = PyTorch(
-            "echo.py",
-            source_dir=str(source_dir),
-            role=ROLE,
-            instance_type="ml.m5.xlarge",
-            framework_version="2.8",
-            py_version="py312",
-            compiler_config=TrainingCompilerConfig(),
-            output_path=bucket,
-        )
+        estimator = pytorch(source_dir, bucket, instance_type="ml.m5.xlarge")
     estimator.fit(None, wait=False)
     (request,) = create_requests(aws)
     assert request["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.8-cpu-py312")
@@ -126,17 +123,12 @@ def test_warnings_point_at_the_users_call(source_dir):
 
 def test_smtc_pytorchxla_is_an_alias_for_torchrun(aws, bucket, source_dir):
     with pytest.warns(DeprecationWarning, match="pytorchxla"):
-        estimator = PyTorch(
-            "echo.py",
-            source_dir=str(source_dir),
-            role=ROLE,
+        estimator = pytorch(
+            source_dir,
+            bucket,
             instance_type="ml.p4d.24xlarge",
             instance_count=2,
-            framework_version="2.8",
-            py_version="py312",
             distribution={"pytorchxla": {"enabled": True}},
-            compiler_config=TrainingCompilerConfig(),
-            output_path=bucket,
         )
     estimator.fit(None, wait=False)
     (request,) = create_requests(aws)
