@@ -61,6 +61,18 @@ def test_valid_arguments_build_an_estimator(make):
         ),
         ({"instance_type": "ml.g5.xlarge", "distribution": {"mpi": {"enabled": True}}}, EstimatorArgumentError, "MPI"),
         ({"instance_type": "ml.g5.xlarge", "distribution": {"horovod": {}}}, EstimatorArgumentError, "unknown"),
+        (
+            {"instance_type": "ml.g5.xlarge", "distribution": {"torch_distributed": {}}},
+            EstimatorArgumentError,
+            "must be {'enabled': True or False}",
+        ),
+        (
+            {"instance_type": "ml.g5.xlarge", "distribution": {"torch_distributed": {"enabled": True, "x": 1}}},
+            EstimatorArgumentError,
+            "must be {'enabled': True or False}",
+        ),
+        ({"checkpoint_local_path": "/opt/ml/checkpoints"}, EstimatorArgumentError, "needs checkpoint_s3_uri"),
+        ({"framework_version": "2.8"}, EstimatorArgumentError, "not framework_version"),
         ({"instance_type": "ml.g5.xlarge", "output_path": "out/local"}, EstimatorArgumentError, "s3:// URI"),
         ({"instance_count": 2}, UnsupportedInstanceTypeError, "runs one host"),
         ({"instance_count": 0}, UnsupportedInstanceTypeError, "positive integer"),

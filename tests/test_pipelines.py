@@ -54,3 +54,25 @@ def test_pipeline_definition_carries_image_compiler_and_launcher(aws, source_dir
     # The same code gives the same definition (the source is named by its content hash), so step
     # caching can match and rebuilding does not pile up copies in S3.
     assert json.loads(pipeline.definition()) == definition
+
+
+def test_pipeline_parameter_instance_types_are_checked(aws, source_dir):
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.core.workflow.parameters import ParameterString
+
+    from sagemaker_tc import EstimatorArgumentError, UnsupportedInstanceTypeError
+
+    common = {"source_dir": str(source_dir), "role": ROLE, "image_uri": "img", "output_path": f"s3://{BUCKET}/jobs"}
+    with pytest.raises(UnsupportedInstanceTypeError, match="must default to an ml.\\* instance type"):
+        HuggingFace("echo.py", instance_type=ParameterString(name="T", default_value="local_process"), **common)
+    with pytest.raises(UnsupportedInstanceTypeError, match="needs a default_value"):
+        HuggingFace("echo.py", instance_type=ParameterString(name="T"), **common)
+    plain = HuggingFace(
+        "echo.py",
+        instance_type=ParameterString(name="T", default_value="ml.g5.xlarge"),
+        sagemaker_session=Session(boto_session=boto3.Session(region_name="us-east-1")),
+        **common,
+    )
+    with pytest.raises(EstimatorArgumentError, match="build the step under a PipelineSession"):
+        plain.fit({"train": "s3://bucket/train"}, wait=False)
+    assert not [target for target, _ in aws() if target == "SageMaker.CreateTrainingJob"]

@@ -51,7 +51,7 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
     if len(distribution) > 1:
         raise EstimatorArgumentError(f"choose one distribution strategy, got {sorted(distribution)}")
     ((key, value),) = distribution.items()
-    if not isinstance(value, Mapping) or not isinstance(value.get("enabled", False), bool):
+    if not isinstance(value, Mapping) or set(value) != {"enabled"} or not isinstance(value["enabled"], bool):
         raise EstimatorArgumentError(f"distribution[{key!r}] must be {{'enabled': True or False}}, got {value!r}")
     if key == "pytorchxla":
         warnings.warn(
@@ -60,4 +60,4 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
             DeprecationWarning,
             stacklevel=4,  # the user's HuggingFace(...)/PyTorch(...) call
         )
-    return {HP_TORCH_DISTRIBUTED: True} if value.get("enabled", False) else {}
+    return {HP_TORCH_DISTRIBUTED: True} if value["enabled"] else {}

@@ -152,6 +152,11 @@ class _FrameworkEstimator:
                 "(it picks the training image)"
             )
         self._kind = classify_instance(self._checked_instance_type, instance_count)
+        if isinstance(instance_type, PipelineVariable) and self._kind not in (InstanceKind.GPU, InstanceKind.CPU):
+            raise UnsupportedInstanceTypeError(
+                f"a pipeline parameter instance_type must default to an ml.* instance type (pipelines run SageMaker "
+                f"training jobs), got default {self._checked_instance_type!r}"
+            )
         self.instance_type = instance_type
         self.instance_count = instance_count
         self.role = role
@@ -192,6 +197,8 @@ class _FrameworkEstimator:
         self.volume_size = volume_size
         if checkpoint_s3_uri is not None and not str(checkpoint_s3_uri).startswith("s3://"):
             raise EstimatorArgumentError(f"checkpoint_s3_uri must be an s3:// URI, got {checkpoint_s3_uri!r}")
+        if checkpoint_local_path is not None and checkpoint_s3_uri is None:
+            raise EstimatorArgumentError("checkpoint_local_path needs checkpoint_s3_uri (the S3 side of the sync)")
         if checkpoint_s3_uri is not None and not self.is_cloud:
             raise EstimatorArgumentError("checkpoint_s3_uri applies to SageMaker training jobs (ml.* instance types)")
         self.checkpoint_s3_uri = checkpoint_s3_uri
@@ -356,6 +363,11 @@ class _FrameworkEstimator:
         if job_name is not None:
             check_job_name(job_name)
         session = cloud.resolve_session(self.sagemaker_session)
+        if isinstance(self.instance_type, PipelineVariable) and not isinstance(session, PipelineSession):
+            raise EstimatorArgumentError(
+                "instance_type is a pipeline parameter: build the step under a PipelineSession "
+                "(sagemaker_session=PipelineSession()), or pass a plain instance type string"
+            )
         region = session.boto_region_name
         image_uri = self.image_uri or self._image_uri(region)
         job_name = job_name or make_job_name(self.base_job_name)
@@ -415,8 +427,13 @@ class _FrameworkEstimator:
     def attach(cls, training_job_name: str, sagemaker_session: Any = None) -> cloud.CloudJob:
         """Attach to an existing SageMaker training job by name: returns its handle
         (``status``, ``model_data``, ``wait()``), not an estimator."""
+        from botocore.exceptions import ClientError
+
         job = cloud.CloudJob(job_name=training_job_name, session=cloud.resolve_session(sagemaker_session))
-        job.describe()  # fail now if the job does not exist
+        try:
+            job.describe()  # fail now if the job does not exist
+        except ClientError as error:
+            raise EstimatorArgumentError(f"cannot attach to training job {training_job_name!r}: {error}") from None
         return job
 
 
@@ -441,6 +458,10 @@ class HuggingFace(_FrameworkEstimator):
         pytorch_version: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if "framework_version" in kwargs:
+            raise EstimatorArgumentError(
+                "HuggingFace takes transformers_version and pytorch_version, not framework_version"
+            )
         self.transformers_version = transformers_version
         self.pytorch_version = pytorch_version
         super().__init__(entry_point, **kwargs)

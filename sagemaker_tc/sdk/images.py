@@ -6,8 +6,11 @@ how our own images from ``containers/`` are used.
 
 from __future__ import annotations
 
+import re
+
 from sagemaker_tc.errors import UnsupportedImageError
 
+_UPGRADE_HINT_RE = re.compile(r"You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.\s*")
 # torch.compile with TorchInductor as this runtime uses it needs PyTorch 2.x; the runtime asks for >= 2.6.
 MIN_PYTORCH = (2, 6)
 
@@ -80,4 +83,9 @@ def training_image(
             **kwargs,
         )
     except ValueError as error:
-        raise UnsupportedImageError(f"no {framework} training image for {kwargs}, {py_version}: {error}") from None
+        # sagemaker-core's text advises upgrading the SDK v2 package, which is not how this SDK gets new tables.
+        detail = _UPGRADE_HINT_RE.sub("", str(error)).strip()
+        raise UnsupportedImageError(
+            f"no {framework} training image for {kwargs}, {py_version} in sagemaker-core's tables: {detail} "
+            "(newer DLCs arrive with newer sagemaker-core releases; or pass image_uri=)"
+        ) from None
