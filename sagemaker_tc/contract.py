@@ -36,12 +36,18 @@ HP_JOB_NAME = "sagemaker_job_name"
 HP_REGION = "sagemaker_region"
 HP_LOG_LEVEL = "sagemaker_container_log_level"
 
+# Distributed training: the toolkit's torchrun switch, and ours for processes per host.
+HP_TORCH_DISTRIBUTED = "sagemaker_torch_distributed_enabled"
+HP_PROCESSES_PER_HOST = "sagemaker_tc_processes_per_host"
+
 # Environment variables.
 ENV_FRAMEWORK_PARAMS = "SM_FRAMEWORK_PARAMS"  # written by the toolkit
 ENV_SETTINGS = "SM_TRAINING_COMPILER_SETTINGS"  # same JSON as HP_SETTINGS, for launchers that bypass the toolkit
 ENV_CONFIGURED = "SM_TRAINING_COMPILER_CONFIGURED"  # SMTC's marker: "1" once a process has configured
 ENV_OUTPUT_DATA_DIR = "SM_OUTPUT_DATA_DIR"
 ENV_OUTPUT_DIR = "SM_OUTPUT_DIR"  # holds the success / failure files
+ENV_MASTER_ADDR = "SM_TC_MASTER_ADDR"  # torchrun rendezvous address override (local_process: 127.0.0.1)
+ENV_MASTER_PORT = "SM_TC_MASTER_PORT"
 
 # The launcher file the SDK injects next to the user's code, run by the toolkit as the program.
 LAUNCHER_PROGRAM = "sagemaker_tc_launcher.py"

@@ -170,3 +170,39 @@ def test_launcher_writes_the_failure_file_with_the_exception_first(tmp_path, mon
         assert text.splitlines()[0] == expected
         # The traceback starts at the user's script, not in the launcher or runpy.
         assert "runpy" not in text and str(script) in text
+
+
+def test_torchrun_command_from_the_toolkit_environment():
+    from sagemaker_tc.container.distributed import torchrun_command
+
+    environ = {
+        "SM_FRAMEWORK_PARAMS": json.dumps({"sagemaker_torch_distributed_enabled": True}),
+        "SM_HOSTS": json.dumps(["algo-1", "algo-2"]),
+        "SM_CURRENT_HOST": "algo-2",
+        "SM_NUM_GPUS": "8",
+    }
+    command = torchrun_command("train.py", ["--lr", "0.1"], environ)
+    assert command[1:3] == ["-m", "torch.distributed.run"]
+    assert command[3:8] == [
+        "--nnodes=2",
+        "--node_rank=1",
+        "--nproc_per_node=8",
+        "--master_addr=algo-1",
+        "--master_port=29500",
+    ]
+    assert command[8:] == ["-m", "sagemaker_tc.container.rank", "train.py", "--lr", "0.1"]
+    params = {"sagemaker_torch_distributed_enabled": True, "sagemaker_tc_processes_per_host": 2}
+    cpu_host = {**environ, "SM_FRAMEWORK_PARAMS": json.dumps(params), "SM_NUM_GPUS": "0"}
+    assert "--nproc_per_node=2" in torchrun_command("train.py", [], cpu_host)
+    assert torchrun_command("train.py", [], {**environ, "LOCAL_RANK": "0"}) is None  # already a rank
+    assert torchrun_command("train.py", [], {**environ, "SM_FRAMEWORK_PARAMS": "{}"}) is None
+
+
+def test_torchrun_exiting_zero_after_a_rank_failed_is_a_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv(contract.ENV_OUTPUT_DIR, str(tmp_path))
+    failure = tmp_path / "failure"
+    command = [sys.executable, "-c", f"open({str(failure)!r}, 'w').write('algo-1 rank 1: ValueError: x')"]
+    with pytest.raises(SystemExit) as exited:
+        launcher._run_ranks(command)
+    assert exited.value.code == 1
+    assert failure.read_text() == "algo-1 rank 1: ValueError: x"

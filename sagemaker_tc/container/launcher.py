@@ -25,6 +25,7 @@ import importlib.util
 import logging
 import os
 import runpy
+import subprocess
 import sys
 import traceback
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.container.distributed import rank_label, torchrun_command
 from sagemaker_tc.errors import LauncherError, SagemakerTCError
 
 logger = logging.getLogger("sagemaker_tc.launcher")
@@ -98,6 +100,8 @@ def _finish(config: TrainingCompilerConfig) -> None:
     from sagemaker_tc.compiler.recorder import RECORDER, dynamo_stats, summarize
     from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
 
+    if os.environ.get("RANK", "0") != "0":
+        return  # one report per job, from rank 0
     try:
         plan = RECORDER.plan
         regional = (
@@ -135,7 +139,9 @@ def write_failure(error: BaseException, environ: Mapping[str, str], script: Path
     path = Path(output_dir) / "failure"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(failure_reason(error, script), encoding="utf-8")
+        label = rank_label(environ)
+        text = failure_reason(error, script)
+        path.write_text(f"{label}: {text}" if label else text, encoding="utf-8")
     return path
 
 
@@ -181,6 +187,10 @@ def run(entry_point: str, args: Sequence[str]) -> None:
 
             RECORDER.install_dynamo_hooks()
             hf_integration.install()
+    command = torchrun_command(str(script), args, os.environ)
+    if command is not None:
+        _run_ranks(command)
+        return
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.parent))
     try:
@@ -195,6 +205,26 @@ def run(entry_point: str, args: Sequence[str]) -> None:
     finally:
         if config is not None:
             _finish(config)
+
+
+def _run_ranks(command: Sequence[str]) -> None:
+    """Run torchrun and exit as the job should: non-zero when torchrun or any rank failed.
+
+    A rank that raised has written ``output/failure`` (first writer wins); a torchrun that exits 0
+    while a failure file exists is still a failure.
+    """
+    logger.info("Launching torchrun: %s", " ".join(command))
+    exit_code = subprocess.run(command, check=False).returncode
+    failure = Path(os.environ.get(contract.ENV_OUTPUT_DIR, ".")) / "failure"
+    if exit_code == 0 and failure.exists():
+        logger.error("torchrun exited 0 but a rank reported a failure: %s", failure.read_text()[:200])
+        exit_code = 1
+    if exit_code != 0:
+        if not failure.exists() and os.environ.get(contract.ENV_OUTPUT_DIR):
+            failure.write_text(
+                f"{os.environ.get('SM_CURRENT_HOST', 'host')}: torchrun exited with code {exit_code}", encoding="utf-8"
+            )
+        sys.exit(exit_code)
 
 
 def main() -> None:

@@ -11,10 +11,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from sagemaker_tc.contract import HP_PROCESSES_PER_HOST, HP_TORCH_DISTRIBUTED
 from sagemaker_tc.errors import EstimatorArgumentError
-
-# The toolkit's switch for torchrun (sagemaker-training params: sagemaker_torch_distributed_enabled).
-HP_TORCH_DISTRIBUTED = "sagemaker_torch_distributed_enabled"
 
 _REFUSED = {
     "smdistributed": "SageMaker's distributed-training libraries (smdistributed) are not compatible with the "
@@ -31,7 +29,8 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
 
     Returns:
         ``{}`` for None/``{}`` or a disabled strategy; ``{"sagemaker_torch_distributed_enabled": True}``
-        for ``torch_distributed`` or ``pytorchxla``.
+        for ``torch_distributed`` or ``pytorchxla``, plus ``sagemaker_tc_processes_per_host`` when
+        ``processes_per_host`` is given (torchrun's ``--nproc_per_node``; default: the host's GPUs, or 1).
 
     Raises:
         EstimatorArgumentError: a refused strategy (with the reason), an unknown key, or a malformed value.
@@ -51,8 +50,19 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
     if len(distribution) > 1:
         raise EstimatorArgumentError(f"choose one distribution strategy, got {sorted(distribution)}")
     ((key, value),) = distribution.items()
-    if not isinstance(value, Mapping) or set(value) != {"enabled"} or not isinstance(value["enabled"], bool):
-        raise EstimatorArgumentError(f"distribution[{key!r}] must be {{'enabled': True or False}}, got {value!r}")
+    if (
+        not isinstance(value, Mapping)
+        or "enabled" not in value
+        or not set(value) <= {"enabled", "processes_per_host"}
+        or not isinstance(value["enabled"], bool)
+    ):
+        raise EstimatorArgumentError(
+            f"distribution[{key!r}] must be {{'enabled': True or False}} (optionally 'processes_per_host': int), "
+            f"got {value!r}"
+        )
+    processes = value.get("processes_per_host")
+    if processes is not None and (not isinstance(processes, int) or isinstance(processes, bool) or processes < 1):
+        raise EstimatorArgumentError(f"processes_per_host must be a positive integer, got {processes!r}")
     if key == "pytorchxla":
         warnings.warn(
             "distribution={'pytorchxla': ...} is SMTC's XLA switch; sagemaker-tc runs it as "
@@ -60,4 +70,6 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
             DeprecationWarning,
             stacklevel=4,  # the user's HuggingFace(...)/PyTorch(...) call
         )
-    return {HP_TORCH_DISTRIBUTED: True} if value["enabled"] else {}
+    if not value["enabled"]:
+        return {}
+    return {HP_TORCH_DISTRIBUTED: True, **({HP_PROCESSES_PER_HOST: processes} if processes else {})}

@@ -163,11 +163,6 @@ class _FrameworkEstimator:
         self.py_version = py_version
         self.compiler_config = _check_compiler_config(compiler_config)
         self._distribution_hyperparameters = distribution_hyperparameters(distribution)
-        if self._distribution_hyperparameters and self._kind is InstanceKind.LOCAL_PROCESS:
-            raise EstimatorArgumentError(
-                f"distribution={distribution!r} with instance_type='local_process' is not supported in this release; "
-                "omit it to train with one process"
-            )
         self.distribution = distribution
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
         self.environment = _check_environment(environment)

@@ -42,7 +42,7 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
 
     Raises:
         UnsupportedInstanceTypeError: not an instance type, an unknown or Neuron family, or a count
-            the kind cannot run (``local_process`` and Docker local mode run one host here).
+            that is not a positive integer.
 
     Warns:
         CpuInstanceWarning: a CPU family (compile gains on CPU are model-dependent).
@@ -50,10 +50,6 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
     if not isinstance(instance_count, int) or isinstance(instance_count, bool) or instance_count < 1:
         raise UnsupportedInstanceTypeError(f"instance_count must be a positive integer, got {instance_count!r}")
     if instance_type == LOCAL_PROCESS:
-        if instance_count != 1:
-            raise UnsupportedInstanceTypeError(
-                f"instance_type='local_process' runs one host in this release; got instance_count={instance_count}"
-            )
         return InstanceKind.LOCAL_PROCESS
     if instance_type in ("local", "local_gpu"):
         return InstanceKind.LOCAL_DOCKER

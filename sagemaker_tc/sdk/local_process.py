@@ -14,12 +14,13 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import unquote, urlparse
@@ -35,6 +36,10 @@ HOST = "algo-1"
 MAX_FAILURE_REASON_CHARS = 1024
 # Shown when the toolkit died without writing output/failure.
 _NO_FAILURE_FILE = "the training process exited with code {code} and wrote no output/failure file"
+# After one host fails, the others get this long to fail on their own (a peer's collective errors
+# out when its partner dies) before they are stopped.
+FAILED_HOST_GRACE_SECONDS = 15
+_STOPPED_PREFIX = "Stopped: another host of the job failed: "
 _TOOLKIT_COMMAND = "from sagemaker_training.cli.train import main; main()"
 
 
@@ -66,7 +71,8 @@ class LocalJobResult:
         job_dir: the ``/opt/ml``-style folder the job ran in.
         model_artifacts: ``file://`` URI of ``model.tar.gz``.
         output_artifacts: ``file://`` URI of ``output.tar.gz``.
-        duration_seconds: wall time of the toolkit process, seconds.
+        duration_seconds: wall time of the job (all hosts), seconds.
+        host_dirs: each host's ``/opt/ml``-style folder (``job_dir`` is ``algo-1``'s).
     """
 
     job_name: str
@@ -77,14 +83,21 @@ class LocalJobResult:
     model_artifacts: str
     output_artifacts: str
     duration_seconds: float
+    host_dirs: dict[str, Path] = field(default_factory=dict)
 
 
 def _write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
 
 
-def prepare_job_dir(request: TrainingJobRequest, job_dir: Path) -> None:
-    """Lay out ``job_dir`` like ``/opt/ml`` for ``request``: config files, channels, empty model/output.
+def hosts_for(request: TrainingJobRequest) -> list[str]:
+    """``algo-1`` ... ``algo-N`` for the request's instance count, as SageMaker names hosts."""
+    return [f"algo-{index}" for index in range(1, request.resource_config.instance_count + 1)]
+
+
+def prepare_job_dir(request: TrainingJobRequest, job_dir: Path, host: str = HOST) -> None:
+    """Lay out ``job_dir`` like ``/opt/ml`` for ``request`` as seen from ``host``: config files,
+    channels, empty model/output.
 
     Raises:
         ChannelNotFoundError: a channel's local path does not exist.
@@ -97,15 +110,16 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     _write_json(config_dir / "hyperparameters.json", request.hyper_parameters)
     instance_type = request.resource_config.instance_type
+    hosts = hosts_for(request)
     _write_json(
         config_dir / "resourceconfig.json",
         {
-            "current_host": HOST,
+            "current_host": host,
             "current_instance_type": instance_type,
             "current_group_name": "homogeneousCluster",
-            "hosts": [HOST],
+            "hosts": hosts,
             "instance_groups": [
-                {"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": [HOST]}
+                {"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": hosts}
             ],
             "network_interface_name": "lo",
         },
@@ -152,16 +166,37 @@ def _tar_folder(folder: Path, archive: Path) -> None:
             tar.add(child, arcname=child.name)
 
 
-def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO | None = None) -> LocalJobResult:
-    """Run ``request`` on this host with the real sagemaker-training toolkit; block until it ends.
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
-    The job folder is ``<output_path>/<job name>/opt_ml/``; artifacts go to
-    ``<output_path>/<job name>/output/{model,output}.tar.gz``. The job is stopped (SIGKILL) after
-    ``StoppingCondition.MaxRuntimeInSeconds``.
+
+def _failure_reason(job_dir: Path, exit_code: int) -> str | None:
+    failure = job_dir / "output" / "failure"
+    if failure.exists():
+        return failure.read_text(encoding="utf-8", errors="replace")[:MAX_FAILURE_REASON_CHARS]
+    if exit_code != 0 or not (job_dir / "output" / "success").exists():
+        return _NO_FAILURE_FILE.format(code=exit_code)
+    return None
+
+
+def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO | None = None) -> LocalJobResult:
+    """Run ``request`` on this machine with the real sagemaker-training toolkit; block until it ends.
+
+    One host: the job folder is ``<output_path>/<job name>/opt_ml/``. ``instance_count`` N > 1 runs
+    hosts ``algo-1`` ... ``algo-N`` at once, each a toolkit process group with its own
+    ``<output_path>/<job name>/<host>/opt_ml/`` and ``SM_CURRENT_HOST``, talking over 127.0.0.1
+    (``SM_TC_MASTER_ADDR``/``SM_TC_MASTER_PORT`` give torchrun's rendezvous). Artifacts go to
+    ``<output_path>/<job name>/output/{model,output}.tar.gz`` from ``algo-1`` (where rank 0 runs).
+
+    The job fails as a whole: when a host fails, the others get ``FAILED_HOST_GRACE_SECONDS`` to
+    end on their own, then are stopped and their ``output/failure`` names the failed host. Every
+    host is stopped (SIGKILL) after ``StoppingCondition.MaxRuntimeInSeconds``.
 
     Args:
         request: the job; its ``output_data_config.s3_output_path`` must be local.
-        logs: stream the job's log (stdout and stderr, prefixed ``algo-1 | ``) to ``log_sink``.
+        logs: stream each host's log (stdout and stderr, prefixed ``algo-N | ``) to ``log_sink``.
         log_sink: where to stream; defaults to ``sys.stdout``.
 
     Returns:
@@ -169,80 +204,146 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
 
     Raises:
         ChannelNotFoundError: a channel's local path does not exist.
-        EstimatorArgumentError: the output path is not local.
+        EstimatorArgumentError: the output path is not local, or the job folder exists.
     """
     output_root = local_path(request.output_data_config.s3_output_path) / request.training_job_name
-    job_dir = output_root / "opt_ml"
-    if job_dir.exists():
-        raise EstimatorArgumentError(f"job folder {job_dir} already exists: job names must be unique")
-    prepare_job_dir(request, job_dir)
+    hosts = hosts_for(request)
+    job_dirs = (
+        {host: output_root / "opt_ml" for host in hosts}
+        if len(hosts) == 1
+        else {host: output_root / host / "opt_ml" for host in hosts}
+    )
+    if output_root.exists() and any(job_dir.exists() for job_dir in job_dirs.values()):
+        raise EstimatorArgumentError(f"job folder {output_root} already exists: job names must be unique")
+    for host, job_dir in job_dirs.items():
+        prepare_job_dir(request, job_dir, host)
 
-    env = dict(os.environ)
-    env.update(request.environment)
-    env.update(
+    shared_env = dict(os.environ)
+    shared_env.update(request.environment)
+    shared_env.update(
         {
-            "SAGEMAKER_BASE_DIR": str(job_dir),
             "SM_STUDIO_LOCAL_MODE": "true",
             "TRAINING_JOB_NAME": request.training_job_name,  # as SageMaker sets it in the container
             "PYTHONUNBUFFERED": "1",
+            # Hosts are processes on this machine: torchrun's rendezvous is on loopback.
+            "SM_TC_MASTER_ADDR": "127.0.0.1",
+            "SM_TC_MASTER_PORT": str(_free_port()),
         }
     )
     max_run = request.stopping_condition.max_runtime_in_seconds
-    logger.info("Starting local_process training job %s in %s", request.training_job_name, job_dir)
+    logger.info("Starting local_process training job %s on %s in %s", request.training_job_name, hosts, output_root)
     sink = (log_sink or sys.stdout) if logs else None
     started = time.monotonic()
-    with subprocess.Popen(
-        [sys.executable, "-c", _TOOLKIT_COMMAND],
-        cwd=job_dir,
-        env=env,
-        start_new_session=True,  # its own process group, so stopping the job stops the user's script too
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-    ) as process:
-        streamer = threading.Thread(target=_stream, args=(process.stdout, sink, f"{HOST} | "), daemon=True)
-        streamer.start()
-        try:
-            exit_code = process.wait(timeout=max_run)
-        except subprocess.TimeoutExpired:
+    processes: dict[str, subprocess.Popen] = {}
+    streamers = []
+    try:
+        for host, job_dir in job_dirs.items():
+            processes[host] = subprocess.Popen(
+                [sys.executable, "-c", _TOOLKIT_COMMAND],
+                cwd=job_dir,
+                env={**shared_env, "SAGEMAKER_BASE_DIR": str(job_dir)},
+                start_new_session=True,  # its own process group: stopping the host stops its scripts too
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+            )
+            streamer = threading.Thread(target=_stream, args=(processes[host].stdout, sink, f"{host} | "), daemon=True)
+            streamer.start()
+            streamers.append(streamer)
+        exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run)
+    except BaseException:  # e.g. Ctrl-C in the notebook: stop every host, then let the interrupt through
+        for process in processes.values():
             _stop(process)
-            exit_code = process.wait()
-            failure = job_dir / "output" / "failure"
-            if not failure.exists():
-                failure.write_text(f"MaxRuntimeExceeded: the job ran longer than {max_run} seconds and was stopped")
-        except BaseException:  # e.g. Ctrl-C in the notebook: stop the job, then let the interrupt through
-            _stop(process)
-            raise
+        raise
+    for streamer in streamers:
         streamer.join()
     duration = time.monotonic() - started
 
+    first = job_dirs[hosts[0]]
     artifacts = output_root / "output"
     artifacts.mkdir(parents=True, exist_ok=True)
     model_tar, output_tar = artifacts / "model.tar.gz", artifacts / "output.tar.gz"
-    _tar_folder(job_dir / "model", model_tar)
-    _tar_folder(job_dir / "output" / "data", output_tar)
+    _tar_folder(first / "model", model_tar)
+    _tar_folder(first / "output" / "data", output_tar)
 
-    success = (job_dir / "output" / "success").exists()
-    failure_file = job_dir / "output" / "failure"
-    if exit_code == 0 and success and not failure_file.exists():
-        status, reason = "Completed", None
-    else:
+    reasons = {host: _failure_reason(job_dirs[host], exit_codes[host]) for host in hosts}
+    failed = [host for host in hosts if reasons[host] is not None]
+    if failed:
         status = "Failed"
-        if failure_file.exists():
-            reason = failure_file.read_text(encoding="utf-8", errors="replace")[:MAX_FAILURE_REASON_CHARS]
-        else:
-            reason = _NO_FAILURE_FILE.format(code=exit_code)
+        origin = _first_failure(failed, job_dirs, reasons)
+        reason = reasons[origin] if len(hosts) == 1 else f"{origin}: {reasons[origin]}"
+        reason = reason[:MAX_FAILURE_REASON_CHARS]
+    else:
+        status, reason = "Completed", None
     logger.info("Training job %s %s in %.1f s", request.training_job_name, status, duration)
     return LocalJobResult(
         job_name=request.training_job_name,
         status=status,
         failure_reason=reason,
-        exit_code=exit_code,
-        job_dir=job_dir,
+        exit_code=max((abs(code) for code in exit_codes.values()), default=0),
+        job_dir=first,
         model_artifacts=model_tar.as_uri(),
         output_artifacts=output_tar.as_uri(),
         duration_seconds=duration,
+        host_dirs=dict(job_dirs),
     )
+
+
+def _wait_for_hosts(
+    processes: dict[str, subprocess.Popen], job_dirs: dict[str, Path], *, max_run: int
+) -> dict[str, int]:
+    """Wait for every host; stop the rest when one fails or the job runs past ``max_run`` seconds."""
+    deadline = time.monotonic() + max_run
+    exit_codes: dict[str, int] = {}
+    stop_others_at: float | None = None
+    failed_host: str | None = None
+    while len(exit_codes) < len(processes):
+        for host, process in processes.items():
+            if host in exit_codes:
+                continue
+            code = process.poll()
+            if code is None:
+                continue
+            exit_codes[host] = code
+            if code != 0 and failed_host is None:
+                failed_host = host
+                stop_others_at = time.monotonic() + FAILED_HOST_GRACE_SECONDS
+        now = time.monotonic()
+        if now > deadline:
+            for host, process in processes.items():
+                if host not in exit_codes:
+                    _stop(process)
+                    exit_codes[host] = process.returncode
+                    _write_failure_once(
+                        job_dirs[host], f"MaxRuntimeExceeded: the job ran longer than {max_run} seconds and was stopped"
+                    )
+        elif stop_others_at is not None and now > stop_others_at:
+            for host, process in processes.items():
+                if host not in exit_codes:
+                    _stop(process)
+                    exit_codes[host] = process.returncode
+                    _write_failure_once(job_dirs[host], f"{_STOPPED_PREFIX}{failed_host} failed")
+        time.sleep(0.2)
+    return exit_codes
+
+
+def _first_failure(failed: list[str], job_dirs: dict[str, Path], reasons: dict[str, str | None]) -> str:
+    """The host whose failure came first: its ``output/failure`` was written earliest. A rank that
+    raises writes it at once, while its peers fail later with "connection closed by peer"; hosts the
+    engine stopped only echo another host's failure."""
+
+    def written_at(host: str) -> float:
+        failure = job_dirs[host] / "output" / "failure"
+        return failure.stat().st_mtime_ns if failure.exists() else float("inf")
+
+    own = [host for host in failed if not (reasons[host] or "").startswith(_STOPPED_PREFIX)]
+    return min(own or failed, key=written_at)
+
+
+def _write_failure_once(job_dir: Path, text: str) -> None:
+    failure = job_dir / "output" / "failure"
+    if not failure.exists():
+        failure.write_text(text, encoding="utf-8")
