@@ -1,5 +1,6 @@
 """Distributed compiled training through torchrun, proven on CPU (gloo) with local_process hosts."""
 
+import json
 import tarfile
 import time
 
@@ -92,3 +93,31 @@ def test_a_failing_rank_fails_the_whole_job(tmp_path, tiny_bert_dir, train_chann
     for host, job_dir in job.latest_training_job.host_dirs.items():
         assert (job_dir / "output" / "failure").exists(), host
         assert not (job_dir / "output" / "success").exists(), host
+
+
+def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path, tiny_bert_dir):
+    write_sst2_slice(tmp_path / "train", "train", 96)
+    write_sst2_slice(tmp_path / "validation", "validation", 32)
+    job = PyTorch(
+        "train.py",
+        source_dir=str(REPO / "examples" / "sst2" / "code"),
+        instance_type="local_process",
+        distribution={"torch_distributed": {"enabled": True, "processes_per_host": 2}},
+        hyperparameters={
+            "model_name_or_path": str(tiny_bert_dir),
+            "max_steps": 6,
+            "train_batch_size": 8,
+            "eval_batch_size": 16,
+            "max_length": 32,
+        },
+        compiler_config=TrainingCompilerConfig(),
+        output_path=str(tmp_path / "out"),
+        max_run=600,
+    )
+    job.fit({"train": str(tmp_path / "train"), "validation": str(tmp_path / "validation")})
+    with tarfile.open(job.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        report = json.load(tar.extractfile("compiler/report.json"))
+        assert "predictions.json" in tar.getnames()
+    assert report["compiled"] is True and report["integration"] == "transformers" and report["steps"] == 6
+    with tarfile.open(job.model_data.removeprefix("file://")) as tar:
+        assert "model.safetensors" in tar.getnames()
