@@ -166,6 +166,7 @@ def run(entry_point: str, args: Sequence[str]) -> None:
     try:
         settings = contract.settings_from_environment(os.environ)
         script = _resolve_script(entry_point)
+        command = torchrun_command(str(script), args, os.environ)
     except SagemakerTCError as error:
         write_failure(error, os.environ)
         raise
@@ -181,13 +182,12 @@ def run(entry_point: str, args: Sequence[str]) -> None:
             if config.debug:
                 logger.info(LOG_DEBUG)
                 compiler_dir(os.environ).mkdir(parents=True, exist_ok=True)
-        if importlib.util.find_spec("torch") is not None:
+        if command is None and importlib.util.find_spec("torch") is not None:  # ranks measure, not torchrun's parent
             from sagemaker_tc.compiler.recorder import RECORDER
             from sagemaker_tc.integrations import transformers as hf_integration
 
             RECORDER.install_dynamo_hooks()
             hf_integration.install()
-    command = torchrun_command(str(script), args, os.environ)
     if command is not None:
         _run_ranks(command)
         return
