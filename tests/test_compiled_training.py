@@ -107,10 +107,10 @@ def test_eager_backend_is_a_measured_uncompiled_baseline(tmp_path, sst2_channels
 
 def test_plain_pytorch_loop_compiles_with_one_call(tmp_path, sst2_channels, tiny_bert_dir):
     estimator = PyTorch(
-        "plain_loop.py",
+        "ddp_loop.py",  # without distribution it is a plain single-process loop
         source_dir=str(REPO / "tests" / "assets"),
         instance_type="local_process",
-        hyperparameters={"model_dir": str(tiny_bert_dir), "steps": 5, "batch_size": 8},
+        hyperparameters={"model_dir": str(tiny_bert_dir), "steps": 5, "global_batch": 8},
         compiler_config=TrainingCompilerConfig(),
         output_path=str(tmp_path / "out"),
     )

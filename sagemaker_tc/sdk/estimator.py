@@ -358,7 +358,8 @@ class _FrameworkEstimator:
         if job_name is not None:
             check_job_name(job_name)
         session = cloud.resolve_session(self.sagemaker_session)
-        if isinstance(self.instance_type, PipelineVariable) and not isinstance(session, PipelineSession):
+        in_pipeline = isinstance(session, PipelineSession)
+        if isinstance(self.instance_type, PipelineVariable) and not in_pipeline:
             raise EstimatorArgumentError(
                 "instance_type is a pipeline parameter: build the step under a PipelineSession "
                 "(sagemaker_session=PipelineSession()), or pass a plain instance type string"
@@ -371,7 +372,7 @@ class _FrameworkEstimator:
         output_path = self.output_path or f"s3://{bucket}/"
         with tempfile.TemporaryDirectory(prefix="sagemaker-tc-source-") as staging:
             archive = build_source_archive(self.source, Path(staging), inject_launcher=self.compiler_enabled)
-            if isinstance(session, PipelineSession):
+            if in_pipeline:
                 key_prefix = f"{self.base_job_name}/code/{archive_digest(archive)}"
             else:
                 key_prefix = f"{job_name}/source"
@@ -379,7 +380,7 @@ class _FrameworkEstimator:
         request = self._build_request(
             job_name, channels, submit_directory, image_uri=image_uri, output_path=output_path, region=region
         )
-        if isinstance(session, PipelineSession):
+        if in_pipeline:
             # Building a pipeline definition: hand the request to the step instead of creating a job
             # (TrainingStep reads it back from session.context).
             session._intercept_create_request(request.to_api_dict(), None, "train")

@@ -56,13 +56,13 @@ def run_job(request: TrainingJobRequest) -> str:
     Returns:
         The ``file://`` URI of ``model.tar.gz``.
 
+    Call :func:`check_docker` first (the estimator does, before it stages any code).
+
     Raises:
-        DockerNotAvailableError: see :func:`check_docker`.
         RuntimeError: the container failed (sagemaker-core's local engine reports it).
     """
     from sagemaker.core.local.local_session import LocalSession
 
-    check_docker()
     session = LocalSession()
     body = request.to_api_dict()
     body.pop("RoleArn", None)

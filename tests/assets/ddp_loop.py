@@ -1,5 +1,6 @@
-"""Test script: a plain DDP loop (gloo on CPU). Each rank takes its share of the same global batch, so
-the result matches one process with the whole batch; rank 0 saves the model."""
+"""Test script: a plain PyTorch loop with one compile_model call; under torchrun it is DDP (gloo on
+CPU). Each rank takes its share of the same global batch, so the result matches one process with the
+whole batch; rank 0 saves the model."""
 
 import argparse
 import csv
