@@ -5,6 +5,7 @@ Public API (imported lazily, so the container side never loads the SDK and the S
 - ``TrainingCompilerConfig``: turn the compiler on for an estimator's job.
 - ``HuggingFace``, ``PyTorch``: estimators with ``compiler_config``, on sagemaker-core 2.x.
 - ``compile_model``: the one call a plain PyTorch training loop makes.
+- ``BucketCollator``, ``pad_to_bucket``: shape bucketing for a plain loop's batches.
 - the error classes in :mod:`sagemaker_tc.errors`.
 """
 
@@ -15,6 +16,8 @@ from typing import Any
 
 from sagemaker_tc.errors import (
     ChannelNotFoundError,
+    CompilerError,
+    CompilerFallbackWarning,
     ConfigError,
     CpuInstanceWarning,
     DockerNotAvailableError,
@@ -35,10 +38,15 @@ _LAZY = {
     "HuggingFace": "sagemaker_tc.sdk.estimator",
     "PyTorch": "sagemaker_tc.sdk.estimator",
     "compile_model": "sagemaker_tc.integrations.pytorch",
+    "BucketCollator": "sagemaker_tc.compiler.shapes",
+    "pad_to_bucket": "sagemaker_tc.compiler.shapes",
 }
 
 __all__ = [
+    "BucketCollator",
     "ChannelNotFoundError",
+    "CompilerError",
+    "CompilerFallbackWarning",
     "ConfigError",
     "CpuInstanceWarning",
     "DockerNotAvailableError",
@@ -54,6 +62,7 @@ __all__ = [
     "UnsupportedImageError",
     "UnsupportedInstanceTypeError",
     "compile_model",
+    "pad_to_bucket",
 ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sagemaker_tc.errors import ConfigError
 
@@ -18,17 +18,40 @@ Backend = Literal["inductor", "eager"]
 Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 """torch.compile's ``mode`` values (torch 2.x)."""
 
+Policy = Literal["fallback", "strict", "auto"]
+"""What the runtime does about a compiler that fails or does not pay off:
+
+- ``fallback``: a compiler failure (no C++ compiler, a backend exception, an unsupported op) at any
+  compiled call switches the job to eager with a loud warning; the report says ``compiled: false``
+  and why.
+- ``strict``: a compiler failure raises :class:`~sagemaker_tc.errors.CompilerError`.
+- ``auto``: as ``fallback``, and the runtime also measures the steady step of each honest option
+  (compiled or eager, the optimizer's fused kernel or its default) and keeps the fastest.
+"""
+
+MAX_BUCKETS = 16
+AUTO_BUCKETS = "auto"
+
 
 def _describe_validation_error(error: ValidationError) -> str:
-    """Turn pydantic's error list into one line per problem: field, what was wrong, what is accepted."""
-    lines = []
+    """Turn pydantic's error list into one line per field: what was wrong, what is accepted.
+
+    A field whose type is a union (e.g. ``buckets``) gets one line listing each accepted form.
+    """
+    by_field: dict[str, list[dict[str, Any]]] = {}
     for item in error.errors():
-        field = ".".join(str(part) for part in item["loc"]) or "<config>"
-        if item["type"] == "extra_forbidden":
+        field = str(item["loc"][0]) if item["loc"] else "<config>"
+        by_field.setdefault(field, []).append(item)
+    lines = []
+    for field, items in by_field.items():
+        if items[0]["type"] == "extra_forbidden":
             accepted = ", ".join(TrainingCompilerConfig.model_fields)
             lines.append(f"unknown field {field!r} (accepted fields: {accepted})")
+        elif len(items) == 1:
+            lines.append(f"{field}: {items[0]['msg']} (got {items[0].get('input')!r})")
         else:
-            lines.append(f"{field}: {item['msg']} (got {item.get('input')!r})")
+            forms = "; or ".join(item["msg"] for item in items)
+            lines.append(f"{field}: got {items[0].get('input')!r}, accepted: {forms}")
     return "; ".join(lines)
 
 
@@ -67,6 +90,53 @@ class TrainingCompilerConfig(BaseModel):
         "recompile; True compiles dynamic shapes from the start; False always specializes.",
     )
     fullgraph: bool = Field(default=False, description="Raise on any graph break instead of splitting the graph.")
+    policy: Policy = Field(
+        default="fallback",
+        description="'fallback': a failing compiler switches the job to eager with a warning; 'strict': it "
+        "raises CompilerError; 'auto': fallback, and keep the fastest of compiled/eager and fused/default optimizer "
+        "as measured in the first steps.",
+    )
+    buckets: list[int] | Literal["auto"] | None = Field(
+        default=AUTO_BUCKETS,
+        description="Shape bucketing: pad each training batch's sequence length up to the next bucket, so one "
+        "epoch compiles at most one graph per bucket. 'auto': powers of two from 16 up to the model's maximum "
+        "length; a list of lengths; None turns bucketing off.",
+    )
+    cache: str | None = Field(
+        default=None,
+        description="Compile cache reused across jobs: a local folder or an s3:// URI. Loaded before the first "
+        "compile, saved when the job ends. None: no cache.",
+    )
+    baseline_steps: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Optimizer steps run uncompiled first (the first one as warm-up) to measure the eager step for "
+        "break_even_steps. 0 compiles from the first step.",
+    )
+
+    @field_validator("buckets")
+    @classmethod
+    def _check_buckets(cls, value: list[int] | str | None) -> list[int] | str | None:
+        if isinstance(value, list):
+            if not value or len(value) > MAX_BUCKETS:
+                raise ValueError(f"give 1 to {MAX_BUCKETS} bucket lengths, 'auto', or None")
+            if any(length < 1 for length in value) or sorted(set(value)) != value:
+                raise ValueError("bucket lengths must be positive and strictly increasing, e.g. [32, 64, 128]")
+        return value
+
+    @field_validator("cache")
+    @classmethod
+    def _check_cache(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("give a local folder or an s3://bucket/prefix URI, or None for no cache")
+        if "://" in value:
+            scheme, _, rest = value.partition("://")
+            if scheme != "s3" or not rest.split("/", 1)[0]:
+                raise ValueError("accepted: a local folder or an s3://bucket/prefix URI")
+        return value
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -64,3 +64,12 @@ class CpuInstanceWarning(UserWarning):
 
 class LauncherError(SagemakerTCError, RuntimeError):
     """The in-container launcher cannot start the user's script (bad settings, missing entry point)."""
+
+
+class CompilerError(SagemakerTCError, RuntimeError):
+    """The compiler failed and the config's ``policy="strict"`` asked to raise instead of falling back
+    to eager. The original compiler exception is the ``__cause__``."""
+
+
+class CompilerFallbackWarning(UserWarning):
+    """The compiler failed at a compiled call and the job continues uncompiled (``policy="fallback"``)."""

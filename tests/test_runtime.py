@@ -18,13 +18,14 @@ def tiny_bert():
 
 
 def test_regional_compile_targets_the_transformer_layers_in_place():
-    from sagemaker_tc.compiler.regions import apply_compile, find_repeated_blocks
+    from sagemaker_tc.compiler.regions import find_repeated_blocks
+    from sagemaker_tc.compiler.runtime import CompilerRuntime
 
     model = tiny_bert()
     keys = list(model.state_dict())
     blocks = find_repeated_blocks(model)
     assert [type(b).__name__ for b in blocks] == ["BertLayer"] * 3
-    plan = apply_compile(model, TrainingCompilerConfig())
+    plan = CompilerRuntime().attach(model, TrainingCompilerConfig())
     assert (plan.regional, plan.block_class, plan.num_regions) == (True, "BertLayer", 3)
     assert all(block._compiled_call_impl is not None for block in blocks)
     assert model._compiled_call_impl is None
@@ -32,10 +33,10 @@ def test_regional_compile_targets_the_transformer_layers_in_place():
 
 
 def test_whole_model_compile_when_regional_is_off():
-    from sagemaker_tc.compiler.regions import apply_compile
+    from sagemaker_tc.compiler.runtime import CompilerRuntime
 
     model = tiny_bert()
-    plan = apply_compile(model, TrainingCompilerConfig(regional=False))
+    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(regional=False))
     assert (plan.regional, plan.num_regions) == (False, 1)
     assert model._compiled_call_impl is not None
 
@@ -95,23 +96,24 @@ def test_report_command_finds_reports_and_names_what_is_not_one(tmp_path, capsys
 
 
 def test_launcher_never_overwrites_a_user_variable(caplog):
-    environ = {"ACCELERATE_DYNAMO_MODE": "max-autotune"}
-    wanted = launcher.compiler_environment(TrainingCompilerConfig(), {"SM_OUTPUT_DATA_DIR": "/opt/ml/output/data"})
+    environ = {"TORCH_LOGS": "recompiles"}
+    wanted = launcher.compiler_environment(
+        TrainingCompilerConfig(debug=True), {"SM_OUTPUT_DATA_DIR": "/opt/ml/output/data"}
+    )
     with caplog.at_level("WARNING", logger="sagemaker_tc.launcher"):
         applied = launcher.apply_environment(wanted, environ)
-    assert environ["ACCELERATE_DYNAMO_MODE"] == "max-autotune"
-    assert "ACCELERATE_DYNAMO_MODE" not in applied
-    assert environ["ACCELERATE_DYNAMO_BACKEND"] == "inductor"
-    assert "already set to 'max-autotune'; keeping it" in caplog.text
+    assert environ["TORCH_LOGS"] == "recompiles"
+    assert "TORCH_LOGS" not in applied
+    assert environ["TORCH_TRACE"] == "/opt/ml/output/data/compiler/torch_trace"
+    assert "already set to 'recompiles'; keeping it" in caplog.text
 
 
 def test_compiler_environment_by_config():
     env = launcher.compiler_environment(TrainingCompilerConfig(debug=True, regional=False, dynamic=True), {})
-    assert env["ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"] == "false"
-    assert env["ACCELERATE_DYNAMO_USE_DYNAMIC"] == "true"
     assert env["TORCH_LOGS"] == "graph_breaks,recompiles"
-    eager = launcher.compiler_environment(TrainingCompilerConfig(backend="eager"), {})
-    assert eager == {contract.ENV_CONFIGURED: "1"}
+    assert env[contract.ENV_CONFIGURED] == "1"
+    assert not any(name.startswith("ACCELERATE_DYNAMO_") for name in env)  # compiled in process, not by accelerate
+    assert launcher.compiler_environment(TrainingCompilerConfig(backend="eager"), {}) == {contract.ENV_CONFIGURED: "1"}
 
 
 def test_launcher_without_settings_names_the_problem(monkeypatch):

@@ -7,6 +7,7 @@ during which something was compiled, so steady state is measured on the other st
 
 from __future__ import annotations
 
+import logging
 import re
 import statistics
 import threading
@@ -20,11 +21,13 @@ _COMPILE_ID_RE = re.compile(r"(\d+)/(\d+)")
 
 @dataclass
 class StepRecord:
-    """One optimizer step: wall time in seconds, samples (global batch) and whether dynamo compiled during it."""
+    """One optimizer step: wall time in seconds, samples (global batch), whether dynamo compiled
+    during it, and the variant it ran (``eager``, ``compiled``, ``eager+fused``, ``compiled+fused``)."""
 
     seconds: float
     samples: int
     compiled_during: bool
+    variant: str = "compiled"
 
 
 @dataclass
@@ -86,6 +89,10 @@ class JobRecorder:
         self._hooks_installed = False
         self.integration: str | None = None
         self.plan: object | None = None
+        self.recompile_limit_hits: list[str] = []
+        self._variant: str = "eager"
+        self._listeners: list = []
+        self._label = None
 
     def install_dynamo_hooks(self) -> None:
         """Count compilations through dynamo's compile callbacks (idempotent; imports torch)."""
@@ -96,7 +103,13 @@ class JobRecorder:
 
         set_compilation_metrics_limit(_COMPILATION_METRICS_LIMIT)
         callback_handler.register_start_callback(self._on_compile)
+        logging.getLogger("torch._dynamo.convert_frame").addHandler(_RecompileLimitHandler(self))
         self._hooks_installed = True
+
+    def on_step_end(self, listener, label) -> None:
+        """Call ``listener(record)`` after each step; ``label()`` names the variant a step runs."""
+        self._listeners.append(listener)
+        self._label = label
 
     def _on_compile(self, *_args: object) -> None:
         with self._lock:
@@ -112,6 +125,7 @@ class JobRecorder:
         with self._lock:
             self._step_started = time.perf_counter()
             self._compiles_at_step_start = self._compiles
+            self._variant = self._label() if self._label is not None else "eager"
 
     def end_step(self, samples: int) -> None:
         """Mark the end of the step begun last; ``samples`` is its global batch size (all ranks, all
@@ -128,8 +142,36 @@ class JobRecorder:
                 return
             seconds = time.perf_counter() - self._step_started
             compiled = self._compiles != self._compiles_at_step_start
-            self.steps.append(StepRecord(seconds=seconds, samples=int(samples), compiled_during=compiled))
+            record = StepRecord(seconds=seconds, samples=int(samples), compiled_during=compiled, variant=self._variant)
+            self.steps.append(record)
             self._step_started = None
+        for listener in self._listeners:
+            listener(record)
+
+
+class _RecompileLimitHandler(logging.Handler):
+    """Catches dynamo's "hit config.recompile_limit" warning (``torch/_dynamo/convert_frame.py``):
+    past the limit dynamo runs the frame eagerly, and says so only in that one log line."""
+
+    def __init__(self, recorder: JobRecorder) -> None:
+        super().__init__(level=logging.WARNING)
+        self.recorder = recorder
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record must not break training
+            return
+        if "hit config." not in message or "limit" not in message:
+            return
+        lines = [line.strip() for line in message.splitlines() if line.strip()]
+        summary = " ".join(lines[:3])
+        self.recorder.recompile_limit_hits.append(summary)
+        logging.getLogger("sagemaker_tc.compiler").error(
+            "RECOMPILE LIMIT HIT: dynamo stopped compiling this function and runs it uncompiled from now on "
+            "(%s). Bucket sequence lengths (TrainingCompilerConfig(buckets=...)) or pass dynamic=True.",
+            summary,
+        )
 
 
 @dataclass(frozen=True)
@@ -154,11 +196,15 @@ class StepSummary:
     samples_per_second: float | None
 
 
-def summarize(steps: list[StepRecord]) -> StepSummary:
-    """Summarize step records (pure; see :class:`StepSummary` for each figure's rule)."""
+def summarize(steps: list[StepRecord], variant: str | None = None) -> StepSummary:
+    """Summarize step records (pure; see :class:`StepSummary` for each figure's rule).
+
+    ``variant`` limits the steady steps to those that ran that variant (the one the job ended
+    with); compiling steps of any variant count towards ``compile_seconds``.
+    """
     if not steps:
         return StepSummary(0, None, None, None, None)
-    steady = [s for s in steps if not s.compiled_during]
+    steady = [s for s in steps if not s.compiled_during and (variant is None or s.variant == variant)]
     steady_seconds = statistics.median(s.seconds for s in steady) if steady else None
     compile_seconds = None
     samples_per_second = None

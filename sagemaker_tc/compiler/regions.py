@@ -1,4 +1,4 @@
-"""Compile policy: regional compilation (each repeated block) or the whole model, in place.
+"""Where to compile: regional compilation (each repeated block) or the whole model, in place.
 
 In-place ``Module.compile()`` keeps the module object and its ``state_dict()`` keys unchanged (no
 ``_orig_mod.`` prefix), so a saved model loads in plain torch/transformers; it also keeps hooks that
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CompilePlan:
-    """What :func:`apply_compile` did.
+    """What :meth:`sagemaker_tc.compiler.runtime.CompilerRuntime.attach` compiled.
 
     Attributes:
         regional: True when repeated blocks were compiled one by one.
@@ -70,19 +70,3 @@ def compile_kwargs(config: TrainingCompilerConfig) -> dict[str, object]:
         "dynamic": config.dynamic,
         "fullgraph": config.fullgraph,
     }
-
-
-def apply_compile(model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
-    """Compile ``model`` in place by ``config``: per repeated block when ``config.regional`` and the
-    model has blocks, else the whole model.
-
-    Call it after activation checkpointing and before DDP/FSDP wrapping.
-    """
-    kwargs = compile_kwargs(config)
-    blocks = find_repeated_blocks(model) if config.regional else []
-    if blocks:
-        for block in blocks:
-            block.compile(**kwargs)
-        return CompilePlan(regional=True, block_class=type(blocks[0]).__name__, num_regions=len(blocks))
-    model.compile(**kwargs)
-    return CompilePlan(regional=False, block_class=None, num_regions=1)

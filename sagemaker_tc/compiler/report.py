@@ -8,6 +8,7 @@ The report lands in the job's ``output.tar.gz``. The same figures are printed on
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,6 +20,21 @@ METRIC_PREFIX = "[sagemaker-tc] "
 METRIC_NAMES = ("compile_seconds", "steady_step_seconds", "samples_per_second", "recompiles", "graph_breaks")
 
 
+def break_even_steps(
+    compile_seconds: float | None, eager_step_seconds: float | None, compiled_step_seconds: float | None
+) -> int | None:
+    """Optimizer steps after which compiling has paid for itself: compile overhead divided by the
+    per-step saving (eager step minus compiled step), rounded up (SMTC's FAQ question "is my job
+    long enough?"). None when a figure is missing or the compiled step is not faster.
+    """
+    if compile_seconds is None or eager_step_seconds is None or compiled_step_seconds is None:
+        return None
+    saving = eager_step_seconds - compiled_step_seconds
+    if saving <= 0:
+        return None
+    return max(1, math.ceil(compile_seconds / saving))
+
+
 def build_report(
     *,
     config: TrainingCompilerConfig,
@@ -27,39 +43,74 @@ def build_report(
     integration: str | None,
     regional: bool | None,
     fallback_reason: str | None = None,
+    variant: str | None = None,
+    trials: list[dict[str, Any]] | None = None,
+    eager_step_seconds: float | None = None,
+    cache: dict[str, Any] | None = None,
+    shapes: dict[str, Any] | None = None,
+    recompile_limit_hits: list[str] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict.
 
-    ``compiled`` is True only when the config compiles and dynamo really compiled at least one
-    graph that the job ran; when the config asked for compilation and none ran, ``fallback_reason``
-    says why. Times are seconds; ``samples_per_second`` is over steady steps.
+    ``compiled`` is True only when the config compiles, dynamo really compiled at least one graph,
+    and the job ended on a compiled variant; otherwise, when the config asked for compilation,
+    ``fallback_reason`` says why. Times are seconds; ``samples_per_second`` is over the steady
+    steps of the final variant; ``break_even_steps`` is :func:`break_even_steps` of
+    ``compile_seconds``, ``eager_step_seconds`` and ``steady_step_seconds``. ``cache`` is
+    ``{"state": "cold" | "warm" | "disabled", ...}``.
     """
-    compiled = config.compiles and dynamo.graphs > 0
+    ended_compiled = variant is None or variant.startswith("compiled")
+    compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
     if config.compiles and not compiled and fallback_reason is None:
-        fallback_reason = (
-            "the compiler was enabled but no compiled graph ran: a Hugging Face Trainer script compiles on its own; "
-            "a plain PyTorch loop must call sagemaker_tc.compile_model(model)"
-        )
+        if not ended_compiled:
+            fallback_reason = (
+                f"policy='auto' kept {variant}: it measured fastest ({_describe_trials(trials)})"
+            )
+        else:
+            fallback_reason = (
+                "the compiler was enabled but no compiled graph ran: a Hugging Face Trainer script compiles on its "
+                "own; a plain PyTorch loop must call sagemaker_tc.compile_model(model)"
+            )
+    limit_hits = list(recompile_limit_hits or [])
     return {
         "compiled": compiled,
         "backend": config.backend,
         "mode": config.mode,
         "regional": regional,
         "integration": integration,
+        "policy": config.policy,
+        "variant": variant,
         "fallback_reason": fallback_reason,
         "compile_seconds": steps.compile_seconds,
         "dynamo_compile_seconds": dynamo.compile_seconds,
         "first_step_seconds": steps.first_step_seconds,
         "steady_step_seconds": steps.steady_step_seconds,
+        "eager_step_seconds": eager_step_seconds,
+        "break_even_steps": break_even_steps(
+            steps.compile_seconds if compiled else None, eager_step_seconds, steps.steady_step_seconds
+        ),
         "samples_per_second": steps.samples_per_second,
         "steps": steps.steps,
+        "trials": trials or [],
         "graphs": dynamo.graphs,
         "recompiles": dynamo.recompiles,
+        "recompile_limit_hit": bool(limit_hits),
+        "recompile_limit_messages": limit_hits,
         "graph_breaks": dynamo.graph_breaks,
         "graph_break_reasons": dynamo.graph_break_reasons,
+        "shapes": shapes,
+        "cache": cache or {"state": "disabled"},
         "debug": config.debug,
         "versions": _versions(),
     }
+
+
+def _describe_trials(trials: list[dict[str, Any]] | None) -> str:
+    parts = []
+    for trial in trials or []:
+        seconds = trial.get("steady_step_seconds")
+        parts.append(f"{trial['variant']} {seconds:.4g} s/step" if seconds is not None else f"{trial['variant']} n/a")
+    return ", ".join(parts) or "no trials"
 
 
 def _versions() -> dict[str, str | None]:

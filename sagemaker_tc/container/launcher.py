@@ -22,11 +22,14 @@ with no custom image. The launcher then:
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import runpy
+import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -43,6 +46,8 @@ LOG_FOUND = "Found configuration for Training Compiler"
 LOG_CONFIGURING = "Configuring SM Training Compiler..."
 LOG_DEBUG = "Training Compiler set to debug mode"
 MAX_TRACEBACK_CHARS = 3000
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+ENV_CACHE = "SM_TC_CACHE"  # the cache outcome (JSON), passed from the launcher to its ranks
 
 
 def _setup_logging() -> None:
@@ -64,14 +69,11 @@ def compiler_dir(environ: Mapping[str, str]) -> Path:
 def compiler_environment(config: TrainingCompilerConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The environment variables the launcher wants for ``config`` (before the user's win).
 
-    Includes SMTC's marker ``SM_TRAINING_COMPILER_CONFIGURED=1``, accelerate's ``ACCELERATE_DYNAMO_*``
-    when the config compiles, and in debug mode ``TORCH_LOGS`` (graph breaks, recompiles) and
-    ``TORCH_TRACE`` (structured compile logs, for tlparse) under the compiler output folder.
+    SMTC's marker ``SM_TRAINING_COMPILER_CONFIGURED=1``; in debug mode ``TORCH_LOGS`` (graph breaks,
+    recompiles) and ``TORCH_TRACE`` (structured compile logs, for tlparse) under the compiler output
+    folder. Compilation itself is done in process by the integrations, not through variables.
     """
-    from sagemaker_tc.integrations.transformers import accelerate_environment
-
     env = {contract.ENV_CONFIGURED: "1"}
-    env.update(accelerate_environment(config))
     if config.debug:
         env["TORCH_LOGS"] = "graph_breaks,recompiles"
         env["TORCH_TRACE"] = str(compiler_dir(environ) / "torch_trace")
@@ -96,9 +98,13 @@ def apply_environment(wanted: Mapping[str, str], environ: MutableMapping[str, st
 
 
 def _finish(config: TrainingCompilerConfig) -> None:
-    """Write the report and print the metric lines; never raises (the script's outcome matters more)."""
+    """Write the report (and the debug files) and print the metric lines; never raises (the
+    script's outcome matters more)."""
+    from sagemaker_tc.compiler import debug
     from sagemaker_tc.compiler.recorder import RECORDER, dynamo_stats, summarize
     from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
+    from sagemaker_tc.compiler.runtime import RUNTIME
+    from sagemaker_tc.compiler.shapes import STATS
 
     if os.environ.get("RANK", "0") != "0":
         return  # one report per job, from rank 0
@@ -107,18 +113,109 @@ def _finish(config: TrainingCompilerConfig) -> None:
         regional = (
             getattr(plan, "regional", None) if plan is not None else (config.regional if config.compiles else None)
         )
+        attached = RUNTIME.config is not None
+        variant = RUNTIME.final_label() if attached else None
         report = build_report(
             config=config,
-            steps=summarize(RECORDER.steps),
+            steps=summarize(RECORDER.steps, variant),
             dynamo=dynamo_stats(),
             integration=RECORDER.integration,
             regional=regional,
+            fallback_reason=RUNTIME.fallback_reason,
+            variant=variant,
+            trials=RUNTIME.trials() if attached else None,
+            eager_step_seconds=RUNTIME.eager_step_seconds() if attached else None,
+            cache=_cache_state(os.environ),
+            shapes=STATS.summary(),
+            recompile_limit_hits=RECORDER.recompile_limit_hits,
         )
-        path = write_report(report, compiler_dir(os.environ))
-        logger.info("Compiler report written to %s", path)
+        folder = compiler_dir(os.environ)
+        if config.debug:
+            report["debug_files"] = debug.write(folder)
+        path = write_report(report, folder)
+        logger.info(
+            "Compiler report written to %s: compiled=%s variant=%s compile_seconds=%s steady_step_seconds=%s "
+            "eager_step_seconds=%s break_even_steps=%s cache=%s",
+            path,
+            report["compiled"],
+            report["variant"],
+            _fmt(report["compile_seconds"]),
+            _fmt(report["steady_step_seconds"]),
+            _fmt(report["eager_step_seconds"]),
+            report["break_even_steps"],
+            report["cache"]["state"],
+        )
         print_metric_lines(report)
     except Exception:  # a broken report must not hide the job's own result
         logger.exception("Could not write the compiler report")
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def _cache_state(environ: Mapping[str, str]) -> dict:
+    """The cache outcome the launcher put in ``SM_TC_CACHE`` (``{"state": "disabled"}`` without one)."""
+    try:
+        return json.loads(environ[ENV_CACHE])
+    except (KeyError, ValueError):
+        return {"state": "disabled"}
+
+
+def _open_cache(config: TrainingCompilerConfig, environ: MutableMapping[str, str]):
+    """Point Inductor at a folder of this job's and restore the cache entry into it.
+
+    The folder is ``TORCHINDUCTOR_CACHE_DIR`` when the user set it, else a fresh private folder (so
+    a warm start comes from the cache, not from what an earlier job left on this host). Returns the
+    :class:`~sagemaker_tc.compiler.cache.CompileCache` and whether the launcher made the folder.
+    """
+    from sagemaker_tc.compiler.cache import CompileCache
+
+    made = INDUCTOR_CACHE_ENV not in environ
+    if made:
+        environ[INDUCTOR_CACHE_ENV] = tempfile.mkdtemp(prefix="sagemaker-tc-inductor-")
+    cache = CompileCache(config.cache, Path(environ[INDUCTOR_CACHE_ENV]))
+    outcome = cache.load()
+    environ[ENV_CACHE] = json.dumps(outcome.to_dict())
+    return cache, made
+
+
+def _close_cache(cache, made: bool, environ: MutableMapping[str, str]) -> None:
+    """Save the cache from the first host (after every rank here has finished), record the outcome
+    for the report, and remove the private folder. Never raises."""
+    try:
+        if _is_first_host(environ):
+            saved = cache.save()
+            state = _cache_state(environ)
+            state["saved"] = saved.state
+            state["saved_bytes"] = saved.saved_bytes
+            if saved.reason and saved.state != "saved":
+                state["save_reason"] = saved.reason
+            environ[ENV_CACHE] = json.dumps(state)
+    except Exception:
+        logger.exception("Could not save the compile cache")
+    finally:
+        if made:
+            shutil.rmtree(environ.get(INDUCTOR_CACHE_ENV, ""), ignore_errors=True)
+
+
+def _is_first_host(environ: Mapping[str, str]) -> bool:
+    try:
+        hosts = json.loads(environ.get("SM_HOSTS", "[]"))
+    except ValueError:
+        hosts = []
+    return not hosts or environ.get("SM_CURRENT_HOST", hosts[0]) == hosts[0]
+
+
+def _patch_report_cache(environ: Mapping[str, str]) -> None:
+    """After torchrun, put the saved cache's outcome into the report rank 0 wrote."""
+    path = compiler_dir(environ) / contract.REPORT_FILENAME
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        report["cache"] = _cache_state(environ)
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    except (OSError, ValueError):
+        pass
 
 
 def failure_reason(error: BaseException, script: Path | None = None) -> str:
@@ -171,6 +268,7 @@ def run(entry_point: str, args: Sequence[str]) -> None:
         write_failure(error, os.environ)
         raise
     config = settings.config if settings is not None and settings.config.enabled else None
+    cache = None
     if config is not None:
         logger.info(LOG_FOUND)
         if os.environ.get(contract.ENV_CONFIGURED) == "1":
@@ -182,14 +280,25 @@ def run(entry_point: str, args: Sequence[str]) -> None:
             if config.debug:
                 logger.info(LOG_DEBUG)
                 compiler_dir(os.environ).mkdir(parents=True, exist_ok=True)
+            if config.cache and config.compiles:
+                cache = _open_cache(config, os.environ)
         if command is None and importlib.util.find_spec("torch") is not None:  # ranks measure, not torchrun's parent
-            from sagemaker_tc.compiler.recorder import RECORDER
             from sagemaker_tc.integrations import transformers as hf_integration
+            from sagemaker_tc.integrations.pytorch import connect_runtime
 
-            RECORDER.install_dynamo_hooks()
+            connect_runtime()
+            if config.debug:
+                from sagemaker_tc.compiler import debug
+
+                debug.install()
             hf_integration.install()
     if command is not None:
-        _run_ranks(command)
+        try:
+            _run_ranks(command)
+        finally:
+            if cache is not None:
+                _close_cache(*cache, os.environ)
+                _patch_report_cache(os.environ)
         return
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.parent))
@@ -203,6 +312,8 @@ def run(entry_point: str, args: Sequence[str]) -> None:
         write_failure(error, os.environ, script)
         raise
     finally:
+        if cache is not None:
+            _close_cache(*cache, os.environ)
         if config is not None:
             _finish(config)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from sagemaker_tc import contract
 from sagemaker_tc.compiler.recorder import RECORDER
-from sagemaker_tc.compiler.regions import apply_compile
+from sagemaker_tc.compiler.runtime import RUNTIME
 from sagemaker_tc.config import TrainingCompilerConfig
 
 if TYPE_CHECKING:
@@ -46,12 +46,40 @@ class _StepWatcher:
         return None
 
     def on_optimizer_step(self, optimizer, args, kwargs):
+        RUNTIME.track_optimizer(optimizer)
         if RECORDER.step_open:
             RECORDER.end_step(self.samples)
 
 
 _WATCHER = _StepWatcher()
 _optimizer_hook_installed = False
+_runtime_connected = False
+
+
+def connect_runtime() -> None:
+    """Let the runtime see every recorded step and label it (idempotent; imports torch)."""
+    global _runtime_connected
+    RECORDER.install_dynamo_hooks()
+    if not _runtime_connected:
+        RECORDER.on_step_end(RUNTIME.on_step_end, RUNTIME.current_label)
+        _runtime_connected = True
+
+
+def resolve_config(config: TrainingCompilerConfig | None) -> TrainingCompilerConfig:
+    """``config``; else the job's (the estimator's ``compiler_config``); inside a job whose estimator
+    had none, a disabled config (with a warning: the estimator decides); outside a job, the default."""
+    if config is not None:
+        return config
+    settings = contract.settings_from_environment(os.environ)
+    if settings is not None:
+        return settings.config
+    if IN_JOB_ENV in os.environ:
+        logger.warning(
+            "compile_model: this job's estimator has no compiler_config, so the model is not compiled "
+            "(add compiler_config=TrainingCompilerConfig() to the estimator, or pass config= here)"
+        )
+        return TrainingCompilerConfig(enabled=False)
+    return TrainingCompilerConfig()
 
 
 def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None = None) -> torch.nn.Module:
@@ -62,6 +90,12 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     uncompiled, with a warning: the estimator decides); outside a job, the default
     ``TrainingCompilerConfig()``. A disabled config or ``backend="eager"`` leaves the model
     uncompiled (still measured). The model object and its ``state_dict()`` keys are unchanged.
+
+    Compiler failures are caught at the compiled call and handled by ``config.policy`` (see
+    :mod:`sagemaker_tc.compiler.runtime`); the first ``config.baseline_steps`` optimizer steps run
+    eagerly to measure the eager step for the report's ``break_even_steps``. Shape bucketing needs
+    the batches padded: wrap the DataLoader's collate function in
+    :class:`sagemaker_tc.BucketCollator`.
 
     Step timing: a step runs from the first forward in training mode after an optimizer step to the
     next ``optimizer.step()`` (any optimizer, via torch's global optimizer step hook); its samples are
@@ -74,29 +108,19 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    if config is None:
-        settings = contract.settings_from_environment(os.environ)
-        if settings is not None:
-            config = settings.config
-        elif IN_JOB_ENV in os.environ:
-            logger.warning(
-                "compile_model: this job's estimator has no compiler_config, so the model is not compiled "
-                "(add compiler_config=TrainingCompilerConfig() to the estimator, or pass config= here)"
-            )
-            config = TrainingCompilerConfig(enabled=False)
-        else:
-            config = TrainingCompilerConfig()
+    config = resolve_config(config)
     RECORDER.integration = RECORDER.integration or "pytorch"
-    RECORDER.install_dynamo_hooks()
+    connect_runtime()
     if config.compiles:
-        plan = apply_compile(model, config)
+        plan = RUNTIME.attach(model, config)
         RECORDER.plan = plan
         logger.info(
-            "Compiled %s with %s (%s, %d region(s))",
+            "Compiled %s with %s (%s, %d region(s)); policy %s",
             type(model).__name__,
             config.backend,
             f"regional: {plan.block_class}" if plan.regional else "whole model",
             plan.num_regions,
+            config.policy,
         )
     else:
         logger.info(

@@ -1,54 +1,86 @@
 """Hugging Face ``Trainer`` integration: compile with no change to the script, and measure steps.
 
-Compilation uses accelerate's own environment contract: ``Trainer`` builds an ``Accelerator`` whose
-``TorchDynamoPlugin`` reads ``ACCELERATE_DYNAMO_*`` (see :func:`accelerate_environment`). A script
-that sets ``TrainingArguments(torch_compile=...)`` itself keeps its own choice.
+A ``TrainerCallback`` is added to ``transformers.trainer.DEFAULT_CALLBACKS``, the list every
+``Trainer`` starts its callbacks from. At ``on_train_begin`` (after ``Trainer`` has prepared the
+model, optimizer and training dataloader) it:
 
-Step times reach the report through a ``TrainerCallback`` added to ``transformers.trainer.
-DEFAULT_CALLBACKS``, the list every ``Trainer`` starts its callbacks from.
+- compiles the model's regions in place through the runtime (so compiler failures fall back to eager
+  by policy, and ``.eval()``, label names and ``state_dict()`` keys reach the real model);
+- wraps the training dataloader's collate function in a :class:`~sagemaker_tc.compiler.shapes.
+  BucketCollator` when the config has ``buckets`` (dynamic padding becomes bucketed padding);
+- times each optimizer step (``on_step_begin`` / ``on_step_end``) for the report.
+
+A script that sets ``TrainingArguments(torch_compile=True)`` compiles itself (accelerate wraps the
+whole model); the callback then leaves compilation alone and only measures.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+
+from sagemaker_tc import contract
 from sagemaker_tc.compiler.recorder import RECORDER
+from sagemaker_tc.compiler.runtime import RUNTIME
+from sagemaker_tc.compiler.shapes import BucketCollator, buckets_for_model, pad_token_id_for
 from sagemaker_tc.config import TrainingCompilerConfig
 
-ENV_PREFIX = "ACCELERATE_DYNAMO_"
+logger = logging.getLogger(__name__)
 
 
-def accelerate_environment(config: TrainingCompilerConfig) -> dict[str, str]:
-    """``ACCELERATE_DYNAMO_*`` variables that make ``Trainer`` compile by ``config``.
+def _job_config() -> TrainingCompilerConfig | None:
+    settings = contract.settings_from_environment(os.environ)
+    return settings.config if settings is not None and settings.config.enabled else None
 
-    Empty when ``config`` does not compile (disabled or ``backend="eager"``): the script runs as
-    written. Names and parsing: accelerate ``TorchDynamoPlugin.__post_init__`` (``str_to_bool``).
-    """
+
+def prepare_training(model, train_dataloader, optimizer, config: TrainingCompilerConfig, torch_compile: bool) -> None:
+    """Compile ``model`` and bucket ``train_dataloader``'s batches by ``config`` (what
+    ``on_train_begin`` does; separate so it can be called with a Trainer's parts directly)."""
+    from sagemaker_tc.integrations.pytorch import connect_runtime
+
+    connect_runtime()
+    if optimizer is not None:
+        RUNTIME.track_optimizer(optimizer)
     if not config.compiles:
-        return {}
-    env = {
-        f"{ENV_PREFIX}BACKEND": config.backend,
-        f"{ENV_PREFIX}MODE": config.mode,
-        f"{ENV_PREFIX}USE_REGIONAL_COMPILATION": str(config.regional).lower(),
-        f"{ENV_PREFIX}USE_FULLGRAPH": str(config.fullgraph).lower(),
-    }
-    if config.dynamic is not None:
-        env[f"{ENV_PREFIX}USE_DYNAMIC"] = str(config.dynamic).lower()
-    return env
+        return
+    if torch_compile:
+        logger.info("TrainingArguments(torch_compile=True) is set: the script compiles itself; sagemaker-tc only measures")
+        return
+    plan = RUNTIME.attach(model, config)
+    RECORDER.plan = plan
+    logger.info(
+        "Compiled %s in place (%s, %d region(s)); policy %s",
+        type(model).__name__,
+        f"regional: {plan.block_class}" if plan.regional else "whole model",
+        plan.num_regions,
+        config.policy,
+    )
+    buckets = buckets_for_model(config.buckets, model)
+    collate = getattr(train_dataloader, "collate_fn", None)
+    if buckets and collate is not None and not isinstance(collate, BucketCollator):
+        train_dataloader.collate_fn = BucketCollator(collate, buckets, pad_token_id=pad_token_id_for(model))
+        logger.info("Shape bucketing: training batches padded to the next of %s tokens", buckets)
 
 
 def _callback_class():
     from transformers import TrainerCallback
 
     class CompilerReportCallback(TrainerCallback):
-        """Times each optimizer step for the sagemaker-tc report (global batch = per-device batch x
-        gradient accumulation x world size)."""
+        """Compiles the model at train begin and times each optimizer step for the sagemaker-tc
+        report (global batch = per-device batch x gradient accumulation x world size)."""
 
-        def on_train_begin(self, args, state, control, **kwargs):
+        def on_train_begin(self, args, state, control, model=None, train_dataloader=None, optimizer=None, **kwargs):
             RECORDER.integration = "transformers"
+            config = _job_config()
+            if config is not None and model is not None:
+                prepare_training(model, train_dataloader, optimizer, config, bool(args.torch_compile))
 
         def on_step_begin(self, args, state, control, **kwargs):
             RECORDER.begin_step()
 
-        def on_step_end(self, args, state, control, **kwargs):
+        def on_step_end(self, args, state, control, optimizer=None, **kwargs):
+            if optimizer is not None:
+                RUNTIME.track_optimizer(optimizer)
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
             RECORDER.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
 
@@ -56,7 +88,7 @@ def _callback_class():
 
 
 def install() -> bool:
-    """Add the step-timing callback to every ``Trainer`` this process creates (idempotent).
+    """Add the compile-and-measure callback to every ``Trainer`` this process creates (idempotent).
 
     Returns:
         False when transformers is not installed (nothing to do), else True.

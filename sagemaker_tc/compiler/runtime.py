@@ -1,0 +1,312 @@
+"""The compiled training step at run time: guarded regions, fallback to eager, and the policy's trials.
+
+:meth:`CompilerRuntime.attach` compiles a model's regions in place (each repeated block, or the whole
+model) by installing a guard as each region's ``_compiled_call_impl`` — the slot ``Module.compile()``
+fills, so ``state_dict()`` keys and hooks stay as they are. Every call of a region goes through its
+guard, which:
+
+- runs the region eagerly while the current variant is eager (baseline steps, an ``auto`` trial, or
+  after a fallback);
+- otherwise runs the compiled function; when that raises, reruns the call eagerly: if eager works,
+  the compiler failed (``policy="fallback"``: every region switches to eager for the rest of the job,
+  with a loud warning and the reason in the report; ``"strict"``: :class:`CompilerError`); if eager
+  fails too, the error is the model's own and is raised as it is.
+
+Compiler errors surface at the first compiled call (dynamo compiles lazily), so that is where they
+are caught; the backward graph is compiled together with the forward
+(``torch._functorch.config.force_non_lazy_backward_lowering``, a private switch) so a failing
+backward compile is caught there too instead of in ``loss.backward()``.
+
+Between optimizer steps (:meth:`CompilerRuntime.on_step_end`) the runtime moves through its schedule:
+``baseline_steps`` eager steps to measure the eager step time, then compiled; under
+``policy="auto"`` also the optimizer's fused kernel, eager and compiled, keeping the fastest variant
+by median steady step time.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sagemaker_tc.compiler import optimizers
+from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs, find_repeated_blocks
+from sagemaker_tc.compiler.shapes import STATS as BUCKET_STATS
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
+
+if TYPE_CHECKING:
+    import torch
+
+    from sagemaker_tc.compiler.recorder import StepRecord
+
+logger = logging.getLogger(__name__)
+
+# Steps each trial of the auto policy runs: the first is warm-up, the rest are measured.
+TRIAL_STEPS = 3
+# A compiled trial runs until it has this many steady (nothing compiled) steps, at most MAX steps.
+COMPILED_TRIAL_STEADY = 2
+COMPILED_TRIAL_MAX_STEPS = 12
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run the training step: compiled or eager, with the optimizer as the user built it
+    or switched to its fused kernel."""
+
+    compiled: bool
+    fused: bool = False
+
+    @property
+    def label(self) -> str:
+        """``eager``, ``compiled``, ``eager+fused`` or ``compiled+fused``."""
+        return ("compiled" if self.compiled else "eager") + ("+fused" if self.fused else "")
+
+
+EAGER = Variant(compiled=False)
+COMPILED = Variant(compiled=True)
+
+
+@dataclass
+class _Phase:
+    variant: Variant
+    min_steps: int
+    trial: bool  # measured for the auto decision
+
+
+class _GuardedRegion:
+    """Installed as a region's ``_compiled_call_impl``: compiled call with eager fallback."""
+
+    def __init__(self, runtime: CompilerRuntime, module: torch.nn.Module, compiled: Any, static: Any) -> None:
+        self.runtime = runtime
+        self.module_ref = weakref.ref(module)
+        self.compiled = compiled
+        self.static = static
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = self.module_ref()
+        runtime = self.runtime
+        if not runtime.compiled_active:
+            return module._call_impl(*args, **kwargs)
+        function = self.static if (runtime.static_training and module.training) else self.compiled
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
+            result = module._call_impl(*args, **kwargs)
+            runtime.compiler_failed(error)
+            return result
+
+
+class CompilerRuntime:
+    """The process's compiled regions and policy state (one per process: :data:`RUNTIME`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.config: TrainingCompilerConfig | None = None
+        self.plans: list[CompilePlan] = []
+        self.compiled_active = False
+        self.fallback_reason: str | None = None
+        self.variant = EAGER
+        self.chosen: Variant | None = None
+        self._phases: list[_Phase] = []
+        self._phase_records: list[StepRecord] = []
+        self._measured: dict[Variant, float | None] = {}
+        self._optimizers: weakref.WeakSet = weakref.WeakSet()
+        self._module_refs: list[weakref.ref] = []
+
+    # -- setup ---------------------------------------------------------------------------------
+    def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
+        """Compile ``model``'s regions in place under ``config`` and start the schedule.
+
+        Regional when ``config.regional`` and the model has repeated blocks, else the whole model.
+        A region that already has a compiled call (compiled before) is left as it is.
+
+        Returns:
+            What was compiled.
+        """
+        import torch
+        import torch._functorch.config as functorch_config
+
+        functorch_config.force_non_lazy_backward_lowering = True
+        kwargs = compile_kwargs(config)
+        blocks = find_repeated_blocks(model) if config.regional else []
+        regions = blocks or [model]
+        for region in regions:
+            if region._compiled_call_impl is not None:
+                continue
+            compiled = torch.compile(region._call_impl, **kwargs)
+            # Bucketed training batches compile one static graph per bucket (see shapes.py).
+            static = compiled
+            if kwargs["dynamic"] is None:
+                static = torch.compile(region._call_impl, **{**kwargs, "dynamic": False})
+            region._compiled_call_impl = _GuardedRegion(self, region, compiled, static)
+            self._module_refs.append(weakref.ref(region))
+        plan = CompilePlan(
+            regional=bool(blocks), block_class=type(blocks[0]).__name__ if blocks else None, num_regions=len(regions)
+        )
+        with self._lock:
+            first = self.config is None
+            self.config = config
+            self.plans.append(plan)
+            if first:
+                self._phases = _schedule(config)
+                self._phase_records = []
+                self._apply(self._phases[0].variant if self._phases else COMPILED)
+        return plan
+
+    def track_optimizer(self, optimizer: Any) -> None:
+        """Remember an optimizer the job steps (for fused trials under ``policy="auto"``)."""
+        inner = optimizers.unwrap(optimizer)
+        if optimizers._is_torch_optimizer(inner):
+            self._optimizers.add(inner)
+
+    @property
+    def static_training(self) -> bool:
+        """True when training batches are bucketed (one static graph per bucket)."""
+        return BUCKET_STATS.active
+
+    # -- failure ---------------------------------------------------------------------------------
+    def compiler_failed(self, error: BaseException) -> None:
+        """A compiled call failed while the same call ran eagerly: fall back or raise by policy.
+
+        Raises:
+            CompilerError: under ``policy="strict"``, with ``error`` as the cause.
+        """
+        reason = f"{type(error).__name__}: {_first_lines(str(error))}"
+        if self.config is not None and self.config.policy == "strict":
+            raise CompilerError(f"the compiler failed and policy='strict' does not fall back: {reason}") from error
+        with self._lock:
+            already = self.fallback_reason is not None
+            if not already:
+                self.fallback_reason = f"compiler failed at the first compiled call; training continues eager: {reason}"
+            self.compiled_active = False
+            self.variant = Variant(compiled=False, fused=self.variant.fused)
+        if not already:
+            logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
+            warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
+
+    # -- schedule ----------------------------------------------------------------------------------
+    def on_step_end(self, record: StepRecord) -> None:
+        """Advance the schedule after an optimizer step (called by the step recorder)."""
+        with self._lock:
+            if not self._phases:
+                return
+            self._phase_records.append(record)
+            phase = self._phases[0]
+            failed = phase.variant.compiled and self.fallback_reason is not None
+            if not failed and not self._phase_done(phase):
+                return
+            if phase.trial and not failed:
+                self._measured[phase.variant] = _steady_median(self._phase_records)
+            self._phases.pop(0)
+            self._phase_records = []
+            while self._phases and not self._runnable(self._phases[0].variant):
+                self._phases.pop(0)
+            if self._phases:
+                self._apply(self._phases[0].variant)
+                return
+            final = self._decide()
+        logger.info("Compiler policy: running %s from here on (measured: %s)", final.label, self.trials())
+
+    def _phase_done(self, phase: _Phase) -> bool:
+        records = self._phase_records
+        if phase.variant.compiled:
+            steady = sum(1 for r in records[1:] if not r.compiled_during)
+            return (len(records) >= phase.min_steps and steady >= COMPILED_TRIAL_STEADY) or (
+                len(records) >= COMPILED_TRIAL_MAX_STEPS
+            )
+        return len(records) >= phase.min_steps
+
+    def _runnable(self, variant: Variant) -> bool:
+        if variant.compiled and self.fallback_reason is not None:
+            return False
+        return not variant.fused or any(optimizers.can_fuse(o) for o in self._optimizers)
+
+    def _decide(self) -> Variant:
+        """Pick the final variant: under ``auto`` the fastest measured one, else compiled (unless it
+        failed). Ranks agree on rank 0's choice."""
+        config = self.config
+        if config is not None and config.policy == "auto":
+            measured = {v: s for v, s in self._measured.items() if s is not None and self._runnable(v)}
+            choice = min(measured, key=measured.get) if measured else EAGER
+            choice = _agree_across_ranks(choice)
+        else:
+            choice = COMPILED if self.fallback_reason is None else EAGER
+        self.chosen = choice
+        self._apply(choice)
+        return choice
+
+    def _apply(self, variant: Variant) -> None:
+        compiled = variant.compiled and self.fallback_reason is None
+        self.variant = Variant(compiled=compiled, fused=variant.fused)
+        self.compiled_active = compiled
+        for optimizer in list(self._optimizers):
+            if variant.fused and optimizers.can_fuse(optimizer):
+                optimizers.set_fused(optimizer, True)
+            elif not variant.fused:
+                optimizers.set_fused(optimizer, False)
+
+    def current_label(self) -> str:
+        """The variant the next step runs (a step record's label)."""
+        return self.variant.label
+
+    def trials(self) -> list[dict[str, Any]]:
+        """Each measured trial: ``{"variant": label, "steady_step_seconds": s or None}``."""
+        return [{"variant": v.label, "steady_step_seconds": s} for v, s in self._measured.items()]
+
+    def eager_step_seconds(self) -> float | None:
+        """Median steady step of the eager baseline (seconds), None when not measured."""
+        return self._measured.get(EAGER)
+
+    def final_label(self) -> str:
+        """The variant the job runs at the end (``chosen``, else the current one)."""
+        return (self.chosen or self.variant).label
+
+
+def _schedule(config: TrainingCompilerConfig) -> list[_Phase]:
+    """The phases a job goes through, in order; the last one's variant stays (unless auto decides)."""
+    phases = []
+    if config.policy == "auto":
+        phases.append(_Phase(EAGER, max(TRIAL_STEPS, config.baseline_steps), trial=True))
+        phases.append(_Phase(Variant(compiled=False, fused=True), TRIAL_STEPS, trial=True))
+        phases.append(_Phase(COMPILED, TRIAL_STEPS, trial=True))
+        phases.append(_Phase(Variant(compiled=True, fused=True), TRIAL_STEPS, trial=True))
+        return phases
+    if config.baseline_steps > 0:
+        phases.append(_Phase(EAGER, config.baseline_steps, trial=True))
+    phases.append(_Phase(COMPILED, COMPILED_TRIAL_STEADY + 1, trial=True))
+    return phases
+
+
+def _steady_median(records: list[StepRecord]) -> float | None:
+    """Median step seconds of a phase, leaving out its first step (warm-up) and compiling steps;
+    a one-step phase is measured by that step when it compiled nothing."""
+    candidates = records[1:] if len(records) > 1 else records
+    steady = [r.seconds for r in candidates if not r.compiled_during]
+    return statistics.median(steady) if steady else None
+
+
+def _first_lines(text: str, limit: int = 600) -> str:
+    """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
+    lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
+    return " ".join(lines[:3])[:limit] if lines else "(no message)"
+
+
+def _agree_across_ranks(choice: Variant) -> Variant:
+    """Rank 0's choice on every rank when torch.distributed is initialized (else ``choice``)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return choice
+    box = [choice]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+RUNTIME = CompilerRuntime()
+"""The process's compiler runtime, shared by the integrations and the launcher."""

@@ -1,0 +1,202 @@
+"""Shape policy against recompiles: pad each batch's sequence length up to a bucket length.
+
+Dynamic padding (Hugging Face's ``DataCollatorWithPadding``, the usual collator) gives every batch
+its own sequence length. Compiled with static shapes that is one graph per length until dynamo's
+``recompile_limit`` (8 per code object) is hit, after which dynamo silently runs eager; padding
+everything to ``max_length`` (SMTC's advice) wastes compute on padding. Bucketing sits between the
+two: a batch of length ``T`` is padded to the smallest bucket ``>= T``, so an epoch compiles at most
+one graph per bucket and pads at most to the next bucket.
+
+Works on the mapping batches Hugging Face collators produce (``input_ids``, ``attention_mask``,
+``token_type_ids``, ``labels``, ...): every tensor whose dim 1 has the batch's sequence length is
+padded along dim 1 with its key's pad value. Padding follows the batch's side (left when the
+attention mask shows left padding, else right).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+AUTO_MIN_BUCKET = 16
+# The length tensors are read from, in order; inputs_embeds is [B, T, H].
+_LENGTH_KEYS = ("input_ids", "attention_mask", "inputs_embeds")
+# Pad value per key; other keys pad with 0. -100 is PyTorch's CrossEntropyLoss ignore_index, the
+# value Hugging Face collators pad labels with.
+_PAD_VALUES = {"labels": -100, "attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
+
+
+def auto_buckets(max_length: int | None) -> list[int]:
+    """Powers of two from 16 up to ``max_length``, plus ``max_length`` itself when it is not a power
+    of two (e.g. 514 for RoBERTa). ``None`` (unknown maximum) gives 16 ... 512, BERT's maximum.
+
+    Raises:
+        ValueError: ``max_length`` < 1.
+    """
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be positive, got {max_length}")
+    limit = 512 if max_length is None else max_length
+    buckets = []
+    length = AUTO_MIN_BUCKET
+    while length <= limit:
+        buckets.append(length)
+        length *= 2
+    if not buckets or buckets[-1] != limit:
+        buckets.append(limit)
+    return buckets
+
+
+def bucket_for(length: int, buckets: Sequence[int]) -> int:
+    """The smallest bucket ``>= length``; ``length`` itself when it exceeds the largest bucket
+    (the batch is left as it is: padding cannot shorten it)."""
+    for bucket in buckets:
+        if bucket >= length:
+            return bucket
+    return length
+
+
+def _sequence_length(batch: Mapping[str, Any]) -> int | None:
+    import torch
+
+    for key in _LENGTH_KEYS:
+        value = batch.get(key)
+        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+            return int(value.shape[1])
+    return None
+
+
+def _pads_left(batch: Mapping[str, Any]) -> bool:
+    import torch
+
+    mask = batch.get("attention_mask")
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape[1] == 0:
+        return False
+    return bool((mask[:, 0] == 0).any()) and bool((mask[:, -1] != 0).all())
+
+
+def pad_to_bucket(batch: Mapping[str, Any], buckets: Sequence[int], pad_token_id: int = 0) -> dict[str, Any]:
+    """Pad a collated batch's sequence dimension up to its bucket.
+
+    Args:
+        batch: a mapping of tensors; sequence tensors are ``[B, T, ...]``.
+        buckets: increasing bucket lengths.
+        pad_token_id: pad value for ``input_ids`` (the tokenizer's pad token id).
+
+    Returns:
+        A new dict: tensors with ``shape[1] == T`` padded to ``bucket_for(T)`` (``input_ids`` with
+        ``pad_token_id``, ``labels`` with -100, others with 0); everything else unchanged. A batch
+        with no sequence tensor comes back as a plain copy.
+    """
+    import torch
+
+    out = dict(batch)
+    length = _sequence_length(batch)
+    if length is None:
+        return out
+    target = bucket_for(length, buckets)
+    if target == length:
+        return out
+    left = _pads_left(batch)
+    for key, value in batch.items():
+        if not isinstance(value, torch.Tensor) or value.dim() < 2 or value.shape[1] != length:
+            continue
+        fill = pad_token_id if key == "input_ids" else _PAD_VALUES.get(key, 0)
+        pad_shape = list(value.shape)
+        pad_shape[1] = target - length
+        pad = torch.full(pad_shape, fill, dtype=value.dtype, device=value.device)
+        out[key] = torch.cat([pad, value] if left else [value, pad], dim=1)
+    return out
+
+
+class BucketStats:
+    """How many batches went to each bucket length (thread-safe; one per process: :data:`STATS`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.batches: Counter[int] = Counter()
+        self.unbucketed = 0
+        self.buckets: list[int] | None = None
+
+    @property
+    def active(self) -> bool:
+        """True once a batch has been bucketed in this process."""
+        return bool(self.batches)
+
+    def record(self, length: int | None) -> None:
+        with self._lock:
+            if length is None:
+                self.unbucketed += 1
+            else:
+                self.batches[length] += 1
+
+    def summary(self) -> dict[str, Any] | None:
+        """``{"buckets": [...], "batches_per_length": {length: batches}, "unbucketed_batches": n}``,
+        or None when no batch went through a bucketing collator."""
+        if self.buckets is None:
+            return None
+        with self._lock:
+            return {
+                "buckets": list(self.buckets),
+                "batches_per_length": {str(k): v for k, v in sorted(self.batches.items())},
+                "unbucketed_batches": self.unbucketed,
+            }
+
+
+STATS = BucketStats()
+
+
+class BucketCollator:
+    """Wrap a collate function so its batches come out padded to bucket lengths.
+
+    ``DataLoader(dataset, collate_fn=BucketCollator(DataCollatorWithPadding(tokenizer)))`` in a plain
+    loop; the Hugging Face ``Trainer`` integration wraps the training dataloader's collate function
+    itself. Batches that are not mappings (tuples, lists) pass through unchanged and are counted as
+    unbucketed in the report.
+
+    Args:
+        collate_fn: the collate function to wrap (a list of samples -> a batch).
+        buckets: increasing bucket lengths, or None for :func:`auto_buckets` of ``max_length``.
+        pad_token_id: pad value for ``input_ids``.
+        max_length: the model's maximum sequence length (for automatic buckets).
+    """
+
+    def __init__(
+        self,
+        collate_fn: Callable[[list[Any]], Any],
+        buckets: Sequence[int] | None = None,
+        pad_token_id: int = 0,
+        max_length: int | None = None,
+    ) -> None:
+        self.collate_fn = collate_fn
+        self.buckets = list(buckets) if buckets is not None else auto_buckets(max_length)
+        self.pad_token_id = pad_token_id
+        STATS.buckets = self.buckets
+
+    def __call__(self, samples: list[Any]) -> Any:
+        batch = self.collate_fn(samples)
+        if not isinstance(batch, Mapping):
+            STATS.record(None)
+            return batch
+        padded = pad_to_bucket(batch, self.buckets, self.pad_token_id)
+        STATS.record(_sequence_length(padded))
+        return padded
+
+
+def buckets_for_model(setting: list[int] | str | None, model: Any) -> list[int] | None:
+    """The bucket lengths a config's ``buckets`` setting means for ``model``: None (off), the list
+    itself, or for ``"auto"`` :func:`auto_buckets` of the model's ``config.max_position_embeddings``
+    (Hugging Face models; else 512)."""
+    if setting is None:
+        return None
+    if isinstance(setting, list):
+        return setting
+    max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return auto_buckets(max_length if isinstance(max_length, int) and max_length > 0 else None)
+
+
+def pad_token_id_for(model: Any) -> int:
+    """The model's ``config.pad_token_id`` (Hugging Face), else 0."""
+    value = getattr(getattr(model, "config", None), "pad_token_id", None)
+    return value if isinstance(value, int) else 0
