@@ -179,9 +179,7 @@ def _files(folder: Path) -> set[str]:
     """Relative paths of the cache folder's files, lock files left out."""
     if not folder.is_dir():
         return set()
-    return {
-        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".lock")
-    }
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
 
 
 def _archive(folder: Path, names: set[str]) -> bytes:
@@ -270,7 +268,8 @@ class CompileCache:
             except ValueError:
                 env = {}
             parts.append(f"torch {env.get('torch')}, triton {env.get('triton')}, {env.get('devices')}")
-        return "; ".join(parts) + f"; this job: torch {self.env['torch']}, triton {self.env['triton']}, {self.env['devices']}"
+        env = self.env
+        return "; ".join(parts) + f"; this job: torch {env['torch']}, triton {env['triton']}, {env['devices']}"
 
     def save(self) -> CacheOutcome:
         """Store ``inductor_dir`` as this environment's entry when the job compiled anything new.

@@ -63,9 +63,7 @@ def build_report(
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
     if config.compiles and not compiled and fallback_reason is None:
         if not ended_compiled:
-            fallback_reason = (
-                f"policy='auto' kept {variant}: it measured fastest ({_describe_trials(trials)})"
-            )
+            fallback_reason = f"policy='auto' kept {variant}: it measured fastest ({_describe_trials(trials)})"
         else:
             fallback_reason = (
                 "the compiler was enabled but no compiled graph ran: a Hugging Face Trainer script compiles on its "

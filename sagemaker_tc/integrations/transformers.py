@@ -44,7 +44,7 @@ def prepare_training(model, train_dataloader, optimizer, config: TrainingCompile
     if not config.compiles:
         return
     if torch_compile:
-        logger.info("TrainingArguments(torch_compile=True) is set: the script compiles itself; sagemaker-tc only measures")
+        logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
         return
     plan = RUNTIME.attach(model, config)
     RECORDER.plan = plan
