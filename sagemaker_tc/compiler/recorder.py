@@ -77,6 +77,23 @@ def dynamo_stats() -> DynamoStats:
     )
 
 
+def inductor_cache_counters() -> dict[str, int]:
+    """Inductor's FX graph cache and AOTAutograd cache hits and misses in this process (torch's
+    ``counters["inductor"]`` / ``counters["aot_autograd"]``; zeros without torch)."""
+    import sys
+
+    if "torch" not in sys.modules:
+        return {"fx_graph_hits": 0, "fx_graph_misses": 0, "aot_autograd_hits": 0, "aot_autograd_misses": 0}
+    from torch._dynamo.utils import counters
+
+    return {
+        "fx_graph_hits": int(counters["inductor"]["fxgraph_cache_hit"]),
+        "fx_graph_misses": int(counters["inductor"]["fxgraph_cache_miss"]),
+        "aot_autograd_hits": int(counters["aot_autograd"]["autograd_cache_hit"]),
+        "aot_autograd_misses": int(counters["aot_autograd"]["autograd_cache_miss"]),
+    }
+
+
 class JobRecorder:
     """Step timings for the report. Thread-safe; one per process (:data:`RECORDER`)."""
 
@@ -90,6 +107,7 @@ class JobRecorder:
         self.integration: str | None = None
         self.plan: object | None = None
         self.recompile_limit_hits: list[str] = []
+        self.training_compiles = 0  # frames dynamo compiled inside training steps (not in eval)
         self._variant: str = "eager"
         self._listeners: list = []
         self._label = None
@@ -114,6 +132,8 @@ class JobRecorder:
     def _on_compile(self, *_args: object) -> None:
         with self._lock:
             self._compiles += 1
+            if self._step_started is not None:
+                self.training_compiles += 1
 
     @property
     def step_open(self) -> bool:

@@ -49,6 +49,8 @@ def build_report(
     cache: dict[str, Any] | None = None,
     shapes: dict[str, Any] | None = None,
     recompile_limit_hits: list[str] | None = None,
+    training_compiles: int | None = None,
+    inductor_cache: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict.
 
@@ -57,7 +59,9 @@ def build_report(
     ``fallback_reason`` says why. Times are seconds; ``samples_per_second`` is over the steady
     steps of the final variant; ``break_even_steps`` is :func:`break_even_steps` of
     ``compile_seconds``, ``eager_step_seconds`` and ``steady_step_seconds``. ``cache`` is
-    ``{"state": "cold" | "warm" | "disabled", ...}``.
+    ``{"state": "cold" | "warm" | "disabled", ...}``. ``graphs`` counts every graph dynamo
+    compiled (training and evaluation); ``training_compiles`` the frame compilations that happened
+    inside training steps.
     """
     ended_compiled = variant is None or variant.startswith("compiled")
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
@@ -91,6 +95,7 @@ def build_report(
         "steps": steps.steps,
         "trials": trials or [],
         "graphs": dynamo.graphs,
+        "training_compiles": training_compiles,
         "recompiles": dynamo.recompiles,
         "recompile_limit_hit": bool(limit_hits),
         "recompile_limit_messages": limit_hits,
@@ -98,6 +103,7 @@ def build_report(
         "graph_break_reasons": dynamo.graph_break_reasons,
         "shapes": shapes,
         "cache": cache or {"state": "disabled"},
+        "inductor_cache": inductor_cache,
         "debug": config.debug,
         "versions": _versions(),
     }

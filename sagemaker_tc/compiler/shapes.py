@@ -173,6 +173,7 @@ class BucketCollator:
         self.buckets = list(buckets) if buckets is not None else auto_buckets(max_length)
         self.pad_token_id = pad_token_id
         STATS.buckets = self.buckets
+        make_room_for_buckets(len(self.buckets))
 
     def __call__(self, samples: list[Any]) -> Any:
         batch = self.collate_fn(samples)
@@ -182,6 +183,19 @@ class BucketCollator:
         padded = pad_to_bucket(batch, self.buckets, self.pad_token_id)
         STATS.record(_sequence_length(padded))
         return padded
+
+
+def make_room_for_buckets(count: int) -> int:
+    """Raise dynamo's per-function ``recompile_limit`` (default 8) so ``count`` bucket graphs, in
+    training and eval mode and for a second block class (e.g. encoder and decoder layers), fit:
+    ``max(current, 8 + 4 * count)``. Bucketing bounds the shapes, so the limit's job (stopping
+    endless recompiles) is done by the buckets. Returns the limit in force."""
+    import torch._dynamo.config as dynamo_config
+
+    wanted = 8 + 4 * count
+    if dynamo_config.recompile_limit < wanted:
+        dynamo_config.recompile_limit = wanted
+    return dynamo_config.recompile_limit
 
 
 def buckets_for_model(setting: list[int] | str | None, model: Any) -> list[int] | None:

@@ -101,7 +101,7 @@ def _finish(config: TrainingCompilerConfig) -> None:
     """Write the report (and the debug files) and print the metric lines; never raises (the
     script's outcome matters more)."""
     from sagemaker_tc.compiler import debug
-    from sagemaker_tc.compiler.recorder import RECORDER, dynamo_stats, summarize
+    from sagemaker_tc.compiler.recorder import RECORDER, dynamo_stats, inductor_cache_counters, summarize
     from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
     from sagemaker_tc.compiler.runtime import RUNTIME
     from sagemaker_tc.compiler.shapes import STATS
@@ -128,6 +128,8 @@ def _finish(config: TrainingCompilerConfig) -> None:
             cache=_cache_state(os.environ),
             shapes=STATS.summary(),
             recompile_limit_hits=RECORDER.recompile_limit_hits,
+            training_compiles=RECORDER.training_compiles,
+            inductor_cache=inductor_cache_counters(),
         )
         folder = compiler_dir(os.environ)
         if config.debug:
@@ -165,19 +167,33 @@ def _cache_state(environ: Mapping[str, str]) -> dict:
 def _open_cache(config: TrainingCompilerConfig, environ: MutableMapping[str, str]):
     """Point Inductor at a folder of this job's and restore the cache entry into it.
 
-    The folder is ``TORCHINDUCTOR_CACHE_DIR`` when the user set it, else a fresh private folder (so
-    a warm start comes from the cache, not from what an earlier job left on this host). Returns the
+    The folder is ``TORCHINDUCTOR_CACHE_DIR`` when the user set it to a folder of their own, else a
+    fresh private folder, so a warm start comes from the cache, not from what an earlier job left
+    in torch's default folder on this host (importing transformers writes that default into
+    ``os.environ``, so a ``local_process`` job can inherit it without anyone choosing it). Returns the
     :class:`~sagemaker_tc.compiler.cache.CompileCache` and whether the launcher made the folder.
     """
     from sagemaker_tc.compiler.cache import CompileCache
 
-    made = INDUCTOR_CACHE_ENV not in environ
+    made = environ.get(INDUCTOR_CACHE_ENV) in (None, "", _default_inductor_dir())
     if made:
         environ[INDUCTOR_CACHE_ENV] = tempfile.mkdtemp(prefix="sagemaker-tc-inductor-")
     cache = CompileCache(config.cache, Path(environ[INDUCTOR_CACHE_ENV]))
     outcome = cache.load()
     environ[ENV_CACHE] = json.dumps(outcome.to_dict())
     return cache, made
+
+
+def _default_inductor_dir() -> str:
+    """torch's default ``TORCHINDUCTOR_CACHE_DIR``: ``<tempdir>/torchinductor_<user>``
+    (``torch/_inductor/runtime/cache_dir_utils.py``)."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
 
 
 def _close_cache(cache, made: bool, environ: MutableMapping[str, str]) -> None:

@@ -56,10 +56,14 @@ def prepare_training(model, train_dataloader, optimizer, config: TrainingCompile
         config.policy,
     )
     buckets = buckets_for_model(config.buckets, model)
-    collate = getattr(train_dataloader, "collate_fn", None)
+    # accelerate's prepared dataloader may be an adapter around the torch DataLoader that iterates.
+    loader = getattr(train_dataloader, "base_dataloader", train_dataloader)
+    collate = getattr(loader, "collate_fn", None)
     if buckets and collate is not None and not isinstance(collate, BucketCollator):
-        train_dataloader.collate_fn = BucketCollator(collate, buckets, pad_token_id=pad_token_id_for(model))
+        loader.collate_fn = BucketCollator(collate, buckets, pad_token_id=pad_token_id_for(model))
         logger.info("Shape bucketing: training batches padded to the next of %s tokens", buckets)
+    elif buckets and collate is None:
+        logger.warning("Shape bucketing is on but the training dataloader has no collate_fn to wrap: not bucketed")
 
 
 def _callback_class():

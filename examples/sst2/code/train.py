@@ -13,7 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments, set_seed
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
 
 
 def default_model() -> str:
@@ -58,6 +65,7 @@ def main() -> None:
     parser.add_argument("--learning_rate", type=float, default=1e-4)
     parser.add_argument("--max_length", type=int, default=64)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--padding", choices=("dynamic", "max_length"), default="dynamic")
     args = parser.parse_args()
 
     set_seed(args.seed)  # before the classifier head is initialized, so runs repeat
@@ -66,8 +74,10 @@ def main() -> None:
     model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
 
     def encode(texts):
-        # Fixed-length padding keeps one input shape, so the compiled graphs are reused.
-        return tokenizer(texts, truncation=True, padding="max_length", max_length=args.max_length)
+        # Dynamic padding (the collator pads each batch to its longest sentence) is the usual choice;
+        # "max_length" pads every sentence to max_length, as SMTC required.
+        padding = "max_length" if args.padding == "max_length" else False
+        return tokenizer(texts, truncation=True, padding=padding, max_length=args.max_length)
 
     train_texts, train_labels = read_tsv(os.environ["SM_CHANNEL_TRAIN"], "train.tsv")
     eval_texts, eval_labels = read_tsv(os.environ["SM_CHANNEL_VALIDATION"], "validation.tsv")
@@ -89,7 +99,13 @@ def main() -> None:
         seed=args.seed,
         use_cpu=not torch.cuda.is_available(),
     )
-    trainer = Trainer(model=model, args=training_args, train_dataset=train_set, compute_metrics=accuracy)
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_set,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=accuracy,
+    )
     trainer.train()
 
     metrics = trainer.evaluate(eval_set)

@@ -1,0 +1,149 @@
+"""Compile cache across jobs: entries by environment, corrupt/stale/missing ignored, S3 through moto, jobs."""
+
+import json
+import logging
+import tarfile
+
+import pytest
+from conftest import REPO, write_sst2_slice
+
+from sagemaker_tc import PyTorch, TrainingCompilerConfig
+from sagemaker_tc.compiler.cache import META_NAME, CompileCache, environment_key
+
+
+def fill(folder, files):
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def entry_files(location):
+    return sorted(p.name for p in location.rglob("*") if p.is_file())
+
+
+def test_save_then_load_restores_the_folder_into_a_new_path(tmp_path):
+    first = tmp_path / "job1"
+    cache = CompileCache(str(tmp_path / "cache"), first)
+    assert cache.load().state == "cold"
+    fill(first, {"fxgraph/ab/entry": "graph", "xy/kernel.so": "binary", "locks/x.lock": ""})  # what the job compiled
+    saved = cache.save()
+    assert saved.state == "saved" and saved.files == 2 and saved.saved_bytes > 0  # lock files left out
+    meta = json.loads((tmp_path / "cache" / cache.key / META_NAME).read_text())
+    assert meta["environment"]["torch"] and meta["files"] == 2 and meta["archive"].startswith("inductor-")
+
+    second = tmp_path / "job2"
+    warm = CompileCache(str(tmp_path / "cache"), second)
+    outcome = warm.load()
+    assert (outcome.state, outcome.files) == ("warm", 2)
+    assert (second / "fxgraph/ab/entry").read_text() == "graph" and (second / "xy/kernel.so").read_text() == "binary"
+    # A job that compiled nothing new leaves the entry as it was.
+    assert warm.save().state == "unchanged"
+
+
+def test_a_new_save_replaces_the_archive_and_removes_the_old_one(tmp_path):
+    folder = tmp_path / "inductor"
+    cache = CompileCache(str(tmp_path / "cache"), folder)
+    cache.load()
+    fill(folder, {"a": "1"})
+    cache.save()
+    fill(folder, {"b": "2"})
+    cache.save()
+    names = entry_files(tmp_path / "cache")
+    assert names.count(META_NAME) == 1 and len([n for n in names if n.endswith(".tar.gz")]) == 1
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        ("archive", "corrupt: inductor-"),
+        ("meta", "unreadable: JSONDecodeError"),
+        ("missing-archive", "is missing"),
+    ],
+)
+def test_a_corrupt_cache_is_ignored_with_a_warning(tmp_path, caplog, damage, reason):
+    source = tmp_path / "source"
+    fill(source, {"fxgraph/entry": "graph"})
+    CompileCache(str(tmp_path / "cache"), source).save()
+    entry = tmp_path / "cache" / environment_key(CompileCache(str(tmp_path / "cache"), source).env)
+    archive = next(entry.glob("*.tar.gz"))
+    if damage == "archive":
+        archive.write_bytes(archive.read_bytes()[:-20] + b"garbage-garbage-garb")
+    elif damage == "meta":
+        (entry / META_NAME).write_text("{not json")
+    else:
+        archive.unlink()
+    target = tmp_path / "target"
+    with caplog.at_level(logging.WARNING, logger="sagemaker_tc.compiler.cache"):
+        outcome = CompileCache(str(tmp_path / "cache"), target).load()
+    assert outcome.state == "cold" and reason in outcome.reason
+    assert "Compile cache ignored, compiling cold" in caplog.text
+    assert not (target / "fxgraph" / "entry").exists()
+
+
+def test_entries_of_other_environments_are_stale_not_loaded(tmp_path, caplog):
+    other = tmp_path / "cache" / "0123456789abcdef"
+    other.mkdir(parents=True)
+    (other / META_NAME).write_text(json.dumps({"archive": "x.tar.gz", "environment": {"torch": "2.6.0"}}))
+    with caplog.at_level(logging.WARNING):
+        outcome = CompileCache(str(tmp_path / "cache"), tmp_path / "inductor").load()
+    assert outcome.state == "cold" and outcome.reason.startswith("stale") and "torch 2.6.0" in outcome.reason
+    assert "stale" in caplog.text
+
+
+def test_s3_cache_round_trip_through_moto(aws, tmp_path):
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="compile-cache")
+    source = tmp_path / "source"
+    first = CompileCache("s3://compile-cache/team/bert", source)
+    assert first.load().reason.startswith("empty")
+    fill(source, {"fxgraph/entry": "graph", "kernel.so": "bin"})
+    assert first.save().state == "saved"
+    keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="compile-cache")["Contents"]]
+    assert f"team/bert/{first.key}/{META_NAME}" in keys
+    target = tmp_path / "target"
+    assert CompileCache("s3://compile-cache/team/bert", target).load().state == "warm"
+    assert (target / "kernel.so").read_text() == "bin"
+    # An unreachable bucket is a cold start, not a crash.
+    assert CompileCache("s3://no-such-bucket/x", tmp_path / "t2").load().state == "cold"
+
+
+def run_job(tmp_path, name, channels, tiny_bert_dir, cache_uri):
+    estimator = PyTorch(
+        "ddp_loop.py",
+        source_dir=str(REPO / "tests" / "assets"),
+        instance_type="local_process",
+        hyperparameters={"model_dir": str(tiny_bert_dir), "steps": 6, "global_batch": 8},
+        compiler_config=TrainingCompilerConfig(cache=cache_uri, baseline_steps=0),
+        output_path=str(tmp_path / name),
+    )
+    estimator.fit(channels)
+    with tarfile.open(estimator.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        return json.loads(tar.extractfile("compiler/report.json").read())
+
+
+@pytest.mark.slow
+def test_second_job_starts_warm_from_the_first_jobs_cache(tmp_path, tiny_bert_dir, capsys):
+    write_sst2_slice(tmp_path / "train", "train", 64)
+    channels = {"train": str(tmp_path / "train")}
+    cache_uri = str(tmp_path / "compile-cache")
+
+    first = run_job(tmp_path, "first", channels, tiny_bert_dir, cache_uri)
+    assert first["compiled"] is True
+    assert first["cache"]["state"] == "cold" and first["cache"]["saved"] == "saved"
+    assert first["inductor_cache"]["fx_graph_misses"] > 0
+
+    second = run_job(tmp_path, "second", channels, tiny_bert_dir, cache_uri)
+    assert second["compiled"] is True and second["cache"]["state"] == "warm"
+    # Every compiled graph came from the cache: the private Inductor folder started empty.
+    assert second["inductor_cache"]["fx_graph_misses"] == 0 and second["inductor_cache"]["fx_graph_hits"] > 0
+    assert second["cache"]["saved"] == "unchanged"
+
+    entry = next((tmp_path / "compile-cache").glob("*/*.tar.gz"))
+    entry.write_bytes(b"not a gzip archive")
+    capsys.readouterr()
+    third = run_job(tmp_path, "third", channels, tiny_bert_dir, cache_uri)
+    assert third["compiled"] is True and third["cache"]["state"] == "cold"
+    assert "corrupt" in third["cache"]["reason"] and third["cache"]["saved"] == "saved"
+    assert "Compile cache ignored, compiling cold" in capsys.readouterr().out
