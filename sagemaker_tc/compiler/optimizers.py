@@ -59,6 +59,11 @@ def can_fuse(optimizer: Any) -> bool:
     return True
 
 
+def switchable(optimizer: Any) -> bool:
+    """True when :func:`set_fused` can switch ``optimizer``: it can fuse, or this module fused it."""
+    return getattr(optimizer, _SAVED, None) is not None or can_fuse(optimizer)
+
+
 def set_fused(optimizer: Any, fused: bool) -> None:
     """Use the fused kernel (``fused=True``) or go back to the implementation the optimizer was
     built with (``fused=False``). State tensors are kept; scalar ``step`` tensors move to their

@@ -225,7 +225,7 @@ class CompilerRuntime:
     def _runnable(self, variant: Variant) -> bool:
         if variant.compiled and self.fallback_reason is not None:
             return False
-        return not variant.fused or any(optimizers.can_fuse(o) for o in self._optimizers)
+        return not variant.fused or any(optimizers.switchable(o) for o in self._optimizers)
 
     def _decide(self) -> Variant:
         """Pick the final variant: under ``auto`` the fastest measured one, else compiled (unless it
@@ -246,7 +246,7 @@ class CompilerRuntime:
         self.variant = Variant(compiled=compiled, fused=variant.fused)
         self.compiled_active = compiled
         for optimizer in list(self._optimizers):
-            if variant.fused and optimizers.can_fuse(optimizer):
+            if variant.fused and optimizers.switchable(optimizer):
                 optimizers.set_fused(optimizer, True)
             elif not variant.fused:
                 optimizers.set_fused(optimizer, False)

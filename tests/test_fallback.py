@@ -1,0 +1,168 @@
+"""Fallback, strict and auto policies; break-even; the schedule of eager baseline and compiled steps."""
+
+import json
+import tarfile
+
+import pytest
+import torch
+from conftest import REPO, tiny_bert, write_sst2_slice
+
+from sagemaker_tc import CompilerError, PyTorch, TrainingCompilerConfig, TrainingJobFailedError
+from sagemaker_tc.compiler.recorder import StepRecord
+from sagemaker_tc.compiler.report import break_even_steps
+from sagemaker_tc.compiler.runtime import CompilerRuntime
+
+
+def small_bert():
+    return tiny_bert(vocab_size=64, hidden_size=16, max_position_embeddings=32)
+
+
+def step(model, optimizer):
+    inputs = torch.randint(0, 64, (4, 8), generator=torch.Generator().manual_seed(0))
+    model(input_ids=inputs, labels=torch.tensor([0, 1, 0, 1])).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def test_break_even_is_compile_overhead_over_the_per_step_saving():
+    assert break_even_steps(10.0, 1.0, 0.75) == 40
+    assert break_even_steps(10.0, 1.0, 0.7) == 34  # 33.3 rounded up
+    assert break_even_steps(0.0, 1.0, 0.5) == 1
+    assert break_even_steps(10.0, 1.0, 1.0) is None  # compiled is not faster
+    assert break_even_steps(10.0, 1.0, 1.2) is None
+    assert break_even_steps(None, 1.0, 0.5) is None and break_even_steps(10.0, None, 0.5) is None
+
+
+def test_fallback_schedule_runs_eager_baseline_then_compiled():
+    model = small_bert()
+    runtime = CompilerRuntime()
+    runtime.attach(model, TrainingCompilerConfig(baseline_steps=2))
+    labels = []
+    for seconds, compiled in [(0.5, False), (0.2, False), (9.0, True), (0.1, False), (0.1, False), (0.1, False)]:
+        labels.append(runtime.current_label())
+        runtime.on_step_end(StepRecord(seconds, 4, compiled, runtime.current_label()))
+    assert labels == ["eager", "eager", "compiled", "compiled", "compiled", "compiled"]
+    assert runtime.eager_step_seconds() == 0.2  # the first eager step is warm-up
+    assert runtime.final_label() == "compiled" and runtime.compiled_active
+
+
+def test_auto_policy_keeps_the_fastest_measured_variant_and_switches_the_optimizer():
+    model = small_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=True)
+    runtime = CompilerRuntime()
+    runtime.attach(model, TrainingCompilerConfig(policy="auto"))
+    runtime.track_optimizer(optimizer)
+    # (seconds, compiled_during) per step; the runtime picks the phase's variant before each step.
+    timeline = {
+        "eager": [(0.9, False), (1.0, False), (1.0, False)],
+        "eager+fused": [(0.9, False), (0.8, False), (0.8, False)],
+        "compiled": [(12.0, True), (0.7, False), (0.7, False)],
+        "compiled+fused": [(0.6, False), (0.5, False), (0.5, False)],
+    }
+    seen = []
+    for _ in range(12):
+        label = runtime.current_label()
+        seen.append(label)
+        seconds, compiled = timeline[label][seen.count(label) - 1]
+        runtime.on_step_end(StepRecord(seconds, 4, compiled, label))
+    assert seen == ["eager"] * 3 + ["eager+fused"] * 3 + ["compiled"] * 3 + ["compiled+fused"] * 3
+    assert {t["variant"]: t["steady_step_seconds"] for t in runtime.trials()} == {
+        "eager": 1.0,
+        "eager+fused": 0.8,
+        "compiled": 0.7,
+        "compiled+fused": 0.5,
+    }
+    assert runtime.final_label() == "compiled+fused" and runtime.compiled_active
+    assert optimizer.param_groups[0]["fused"] is True
+    step(model, optimizer)  # the fused kernel really runs on this optimizer's state
+
+
+def test_auto_policy_can_keep_eager_and_restores_the_users_optimizer():
+    model = small_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=True)
+    runtime = CompilerRuntime()
+    runtime.attach(model, TrainingCompilerConfig(policy="auto"))
+    runtime.track_optimizer(optimizer)
+    times = {"eager": 0.5, "eager+fused": 0.6, "compiled": 0.9, "compiled+fused": 0.8}
+    for _ in range(12):
+        label = runtime.current_label()
+        runtime.on_step_end(StepRecord(times[label], 4, False, label))
+    assert runtime.final_label() == "eager" and not runtime.compiled_active
+    assert optimizer.param_groups[0]["fused"] is None and optimizer.param_groups[0]["foreach"] is True
+
+
+def test_a_models_own_error_under_compile_is_raised_not_taken_for_a_compiler_failure():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    runtime = CompilerRuntime()
+    runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        model(torch.ones(2, 5))
+    assert runtime.fallback_reason is None and runtime.compiled_active
+
+
+def _no_cxx(tmp_path):
+    # A C++ compiler that does not exist, and an empty Inductor folder (nothing compiled to reuse).
+    return {"CXX": str(tmp_path / "no-such-compiler" / "c++"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+
+
+def test_in_process_fallback_when_the_compiler_cannot_build(tmp_path, monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, _no_cxx(tmp_path)["CXX"]))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    model = small_bert()
+    optimizer = torch.optim.AdamW(model.parameters())
+    runtime = CompilerRuntime()
+    runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
+    with pytest.warns(UserWarning, match="training continues eager"):
+        step(model, optimizer)
+    assert "No working C++ compiler" in runtime.fallback_reason and not runtime.compiled_active
+    step(model, optimizer)  # later steps run eagerly
+
+    strict = CompilerRuntime()
+    strict_model = small_bert()
+    strict.attach(strict_model, TrainingCompilerConfig(baseline_steps=0, regional=False, policy="strict"))
+    with pytest.raises(CompilerError, match="policy='strict'"):
+        step(strict_model, torch.optim.AdamW(strict_model.parameters()))
+
+
+def loop_job(tmp_path, tiny_bert_dir, config, environment):
+    write_sst2_slice(tmp_path / "train", "train", 64)
+    estimator = PyTorch(
+        "ddp_loop.py",
+        source_dir=str(REPO / "tests" / "assets"),
+        instance_type="local_process",
+        hyperparameters={"model_dir": str(tiny_bert_dir), "steps": 6, "global_batch": 8},
+        environment=environment,
+        compiler_config=config,
+        output_path=str(tmp_path / "out"),
+    )
+    return estimator, {"train": str(tmp_path / "train")}
+
+
+@pytest.mark.slow
+def test_job_without_a_cxx_compiler_trains_uncompiled_and_says_why(tmp_path, tiny_bert_dir, capsys):
+    estimator, channels = loop_job(tmp_path, tiny_bert_dir, TrainingCompilerConfig(), _no_cxx(tmp_path))
+    estimator.fit(channels)
+    log = capsys.readouterr().out
+    job = estimator.latest_training_job
+    with tarfile.open(job.output_artifacts.removeprefix("file://")) as tar:
+        report = json.loads(tar.extractfile("compiler/report.json").read())
+    assert job.status == "Completed" and report["steps"] == 6
+    assert report["compiled"] is False and report["variant"] == "eager"
+    assert "InvalidCxxCompiler" in report["fallback_reason"] and "training continues eager" in report["fallback_reason"]
+    assert report["break_even_steps"] is None
+    assert "COMPILER FAILED, CONTINUING UNCOMPILED" in log
+    assert "[sagemaker-tc] compiled=0" in log
+    with tarfile.open(estimator.model_data.removeprefix("file://")) as tar:
+        assert "model.safetensors" in tar.getnames()
+
+
+@pytest.mark.slow
+def test_strict_policy_fails_the_job_with_the_compiler_error(tmp_path, tiny_bert_dir):
+    config = TrainingCompilerConfig(policy="strict", baseline_steps=0)
+    estimator, channels = loop_job(tmp_path, tiny_bert_dir, config, _no_cxx(tmp_path))
+    with pytest.raises(TrainingJobFailedError) as failed:
+        estimator.fit(channels)
+    assert failed.value.failure_reason.startswith("CompilerError: the compiler failed and policy='strict'")
+    assert "InvalidCxxCompiler" in failed.value.failure_reason
