@@ -166,3 +166,27 @@ def test_strict_policy_fails_the_job_with_the_compiler_error(tmp_path, tiny_bert
         estimator.fit(channels)
     assert failed.value.failure_reason.startswith("CompilerError: the compiler failed and policy='strict'")
     assert "InvalidCxxCompiler" in failed.value.failure_reason
+
+
+@pytest.mark.slow
+def test_debug_mode_writes_graph_breaks_recompiles_and_compile_times(tmp_path):
+    estimator = PyTorch(
+        "graph_break_loop.py",
+        source_dir=str(REPO / "tests" / "assets"),
+        instance_type="local_process",
+        compiler_config=TrainingCompilerConfig(debug=True, baseline_steps=0, dynamic=False),
+        output_path=str(tmp_path / "out"),
+    )
+    estimator.fit()
+    with tarfile.open(estimator.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        report = json.loads(tar.extractfile("compiler/report.json").read())
+        graph_breaks = tar.extractfile("compiler/graph_breaks.txt").read().decode()
+        recompiles = tar.extractfile("compiler/recompiles.txt").read().decode()
+        compiles = json.loads(tar.extractfile("compiler/compiles.json").read())
+        names = tar.getnames()
+    assert report["graph_breaks"] > 0 and report["debug_files"]["graph_breaks"]
+    assert "graph_break_loop.py" in graph_breaks and "graph_break" in graph_breaks  # reason and location
+    assert "size mismatch" in recompiles or "expected 4, actual 6" in recompiles  # the guard that failed
+    assert report["debug_files"]["recompile_reasons"]
+    assert compiles and all(entry["seconds"] is not None for entry in compiles if entry["failure"] is None)
+    assert any(name.startswith("compiler/torch_trace") for name in names)
