@@ -38,11 +38,13 @@ def test_fallback_schedule_runs_eager_baseline_then_compiled():
     runtime = CompilerRuntime()
     runtime.attach(model, TrainingCompilerConfig(baseline_steps=2))
     labels = []
-    for seconds, compiled in [(0.5, False), (0.2, False), (9.0, True), (0.1, False), (0.1, False), (0.1, False)]:
+    timeline = [(0.5, False), (0.2, False), (9.0, True), (0.1, False), (0.2, False), (0.1, False), (0.1, False)]
+    for seconds, compiled in timeline:
         labels.append(runtime.current_label())
         runtime.on_step_end(StepRecord(seconds, 4, compiled, runtime.current_label()))
-    assert labels == ["eager", "eager", "compiled", "compiled", "compiled", "compiled"]
+    assert labels == ["eager", "eager"] + ["compiled"] * 5
     assert runtime.eager_step_seconds() == 0.2  # the first eager step is warm-up
+    assert runtime.trials()[1] == {"variant": "compiled", "steady_step_seconds": 0.1}
     assert runtime.final_label() == "compiled" and runtime.compiled_active
 
 
@@ -56,16 +58,16 @@ def test_auto_policy_keeps_the_fastest_measured_variant_and_switches_the_optimiz
     timeline = {
         "eager": [(0.9, False), (1.0, False), (1.0, False)],
         "eager+fused": [(0.9, False), (0.8, False), (0.8, False)],
-        "compiled": [(12.0, True), (0.7, False), (0.7, False)],
+        "compiled": [(12.0, True), (0.9, True), (0.7, False), (0.7, False), (0.6, False)],
         "compiled+fused": [(0.6, False), (0.5, False), (0.5, False)],
     }
     seen = []
-    for _ in range(12):
+    for _ in range(14):
         label = runtime.current_label()
         seen.append(label)
         seconds, compiled = timeline[label][seen.count(label) - 1]
         runtime.on_step_end(StepRecord(seconds, 4, compiled, label))
-    assert seen == ["eager"] * 3 + ["eager+fused"] * 3 + ["compiled"] * 3 + ["compiled+fused"] * 3
+    assert seen == ["eager"] * 3 + ["eager+fused"] * 3 + ["compiled"] * 5 + ["compiled+fused"] * 3
     assert {t["variant"]: t["steady_step_seconds"] for t in runtime.trials()} == {
         "eager": 1.0,
         "eager+fused": 0.8,
@@ -84,7 +86,7 @@ def test_auto_policy_can_keep_eager_and_restores_the_users_optimizer():
     runtime.attach(model, TrainingCompilerConfig(policy="auto"))
     runtime.track_optimizer(optimizer)
     times = {"eager": 0.5, "eager+fused": 0.6, "compiled": 0.9, "compiled+fused": 0.8}
-    for _ in range(12):
+    for _ in range(14):
         label = runtime.current_label()
         runtime.on_step_end(StepRecord(times[label], 4, False, label))
     assert runtime.final_label() == "eager" and not runtime.compiled_active

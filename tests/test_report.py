@@ -69,3 +69,50 @@ def test_metric_lines_match_the_sdk_metric_definitions():
         "compiler:recompiles": 1.0,
         "compiler:graph_breaks": 3.0,
     }
+
+
+def test_summary_of_the_final_variant_and_break_even_in_the_report():
+    records = [
+        StepRecord(2.0, 8, False, "eager"),
+        StepRecord(1.0, 8, False, "eager"),
+        StepRecord(1.0, 8, False, "eager"),
+        StepRecord(9.0, 8, True, "compiled"),
+        StepRecord(0.5, 8, False, "compiled"),
+        StepRecord(0.5, 8, False, "compiled"),
+    ]
+    summary = summarize(records, "compiled")
+    assert summary.steady_step_seconds == 0.5 and summary.compile_seconds == 8.5
+    assert summary.samples_per_second == 16 / 1.0
+    report = build_report(
+        config=TrainingCompilerConfig(),
+        steps=summary,
+        dynamo=DynamoStats(graphs=1),
+        integration="pytorch",
+        regional=True,
+        variant="compiled",
+        eager_step_seconds=1.0,
+        trials=[{"variant": "eager", "steady_step_seconds": 1.0}, {"variant": "compiled", "steady_step_seconds": 0.5}],
+    )
+    assert report["compiled"] is True and report["break_even_steps"] == 17  # 8.5 s / 0.5 s saved per step
+    assert report["cache"] == {"state": "disabled"} and report["recompile_limit_hit"] is False
+
+
+def test_report_of_an_auto_job_that_kept_eager_says_why():
+    summary = summarize([StepRecord(1.0, 8, False, "eager"), StepRecord(1.0, 8, False, "eager")], "eager")
+    report = build_report(
+        config=TrainingCompilerConfig(policy="auto"),
+        steps=summary,
+        dynamo=DynamoStats(graphs=2),
+        integration="pytorch",
+        regional=True,
+        variant="eager",
+        eager_step_seconds=1.0,
+        trials=[{"variant": "eager", "steady_step_seconds": 1.0}, {"variant": "compiled", "steady_step_seconds": 1.2}],
+        recompile_limit_hits=["torch._dynamo hit config.recompile_limit (8)"],
+    )
+    assert report["compiled"] is False and report["break_even_steps"] is None
+    assert (
+        report["fallback_reason"]
+        == "policy='auto' kept eager: it measured fastest (eager 1 s/step, compiled 1.2 s/step)"
+    )
+    assert report["recompile_limit_hit"] is True

@@ -48,9 +48,9 @@ logger = logging.getLogger(__name__)
 
 # Steps each trial of the auto policy runs: the first is warm-up, the rest are measured.
 TRIAL_STEPS = 3
-# A compiled trial runs until it has this many steady (nothing compiled) steps, at most MAX steps.
-COMPILED_TRIAL_STEADY = 2
-COMPILED_TRIAL_MAX_STEPS = 12
+# The first compiled trial also pays the compile: two more steps. Trial lengths are fixed step counts,
+# so every rank of a distributed job switches variants at the same step.
+COMPILED_TRIAL_STEPS = 5
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ class CompilerRuntime:
             self._phase_records.append(record)
             phase = self._phases[0]
             failed = phase.variant.compiled and self.fallback_reason is not None
-            if not failed and not self._phase_done(phase):
+            if not failed and len(self._phase_records) < phase.min_steps:
                 return
             if phase.trial and not failed:
                 self._measured[phase.variant] = _steady_median(self._phase_records)
@@ -212,15 +212,6 @@ class CompilerRuntime:
                 return
             final = self._decide()
         logger.info("Compiler policy: running %s from here on (measured: %s)", final.label, self.trials())
-
-    def _phase_done(self, phase: _Phase) -> bool:
-        records = self._phase_records
-        if phase.variant.compiled:
-            steady = sum(1 for r in records[1:] if not r.compiled_during)
-            return (len(records) >= phase.min_steps and steady >= COMPILED_TRIAL_STEADY) or (
-                len(records) >= COMPILED_TRIAL_MAX_STEPS
-            )
-        return len(records) >= phase.min_steps
 
     def _runnable(self, variant: Variant) -> bool:
         if variant.compiled and self.fallback_reason is not None:
@@ -256,8 +247,13 @@ class CompilerRuntime:
         return self.variant.label
 
     def trials(self) -> list[dict[str, Any]]:
-        """Each measured trial: ``{"variant": label, "steady_step_seconds": s or None}``."""
-        return [{"variant": v.label, "steady_step_seconds": s} for v, s in self._measured.items()]
+        """Each measured trial, ``{"variant": label, "steady_step_seconds": s or None}``, including
+        the one under way when the job ended (measured over the steps it had)."""
+        measured = dict(self._measured)
+        with self._lock:
+            if self._phases and self._phases[0].trial and self._phase_records:
+                measured.setdefault(self._phases[0].variant, _steady_median(self._phase_records))
+        return [{"variant": v.label, "steady_step_seconds": s} for v, s in measured.items()]
 
     def eager_step_seconds(self) -> float | None:
         """Median steady step of the eager baseline (seconds), None when not measured."""
@@ -274,12 +270,12 @@ def _schedule(config: TrainingCompilerConfig) -> list[_Phase]:
     if config.policy == "auto":
         phases.append(_Phase(EAGER, max(TRIAL_STEPS, config.baseline_steps), trial=True))
         phases.append(_Phase(Variant(compiled=False, fused=True), TRIAL_STEPS, trial=True))
-        phases.append(_Phase(COMPILED, TRIAL_STEPS, trial=True))
+        phases.append(_Phase(COMPILED, COMPILED_TRIAL_STEPS, trial=True))
         phases.append(_Phase(Variant(compiled=True, fused=True), TRIAL_STEPS, trial=True))
         return phases
     if config.baseline_steps > 0:
         phases.append(_Phase(EAGER, config.baseline_steps, trial=True))
-    phases.append(_Phase(COMPILED, COMPILED_TRIAL_STEADY + 1, trial=True))
+    phases.append(_Phase(COMPILED, COMPILED_TRIAL_STEPS, trial=True))
     return phases
 
 

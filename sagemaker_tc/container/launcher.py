@@ -9,11 +9,15 @@ with no custom image. The launcher then:
 2. logs SMTC's lines (``Found configuration for Training Compiler``, ``Configuring SM Training
    Compiler...``, and ``Training Compiler set to debug mode``);
 3. sets the compiler's environment variables, never overwriting one the user set (it warns);
-4. runs the user's entry point in this process (``runpy``, as ``__main__``, with the same
-   arguments), so the runtime measures what runs;
-5. writes ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` and prints the metric lines, also when the
-   script fails;
-6. when the script raises, writes ``$SM_OUTPUT_DIR/failure`` with the exception's type and message
+4. with ``cache=...``, restores the compile cache into a fresh Inductor folder
+   (:mod:`sagemaker_tc.compiler.cache`), once per host, before any rank starts;
+5. adds the Hugging Face ``Trainer`` callback that compiles and measures, then runs the user's
+   entry point in this process (``runpy``, as ``__main__``, with the same arguments), so the
+   runtime measures what runs (distributed jobs: torchrun runs the launcher once per rank);
+6. saves the compile cache (first host, after every rank), writes
+   ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` (rank 0) and prints the metric lines, also when
+   the script fails;
+7. when the script raises, writes ``$SM_OUTPUT_DIR/failure`` with the exception's type and message
    first (SageMaker keeps the first 1024 characters as the job's FailureReason; the toolkit only
    writes the file when it does not exist, and without a framework module it captures no error
    text), then lets the exception propagate so the process exits non-zero.
