@@ -17,13 +17,14 @@ _SAVED = "_sagemaker_tc_saved_impl"
 def unwrap(optimizer: Any) -> Any:
     """The torch optimizer inside wrappers such as accelerate's ``AcceleratedOptimizer`` (``.optimizer``)."""
     seen = 0
-    while not _is_torch_optimizer(optimizer) and hasattr(optimizer, "optimizer") and seen < 4:
+    while not is_torch_optimizer(optimizer) and hasattr(optimizer, "optimizer") and seen < 4:
         optimizer = optimizer.optimizer
         seen += 1
     return optimizer
 
 
-def _is_torch_optimizer(optimizer: Any) -> bool:
+def is_torch_optimizer(optimizer: Any) -> bool:
+    """True for instances of ``torch.optim.Optimizer``."""
     import torch
 
     return isinstance(optimizer, torch.optim.Optimizer)

@@ -51,6 +51,7 @@ def build_report(
     recompile_limit_hits: list[str] | None = None,
     training_compiles: int | None = None,
     inductor_cache: dict[str, int] | None = None,
+    attention: str | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict.
 
@@ -94,6 +95,7 @@ def build_report(
         "samples_per_second": steps.samples_per_second,
         "steps": steps.steps,
         "trials": trials or [],
+        "attention": attention,
         "graphs": dynamo.graphs,
         "training_compiles": training_compiles,
         "recompiles": dynamo.recompiles,

@@ -117,14 +117,15 @@ class CompilerRuntime:
         self._phase_records: list[StepRecord] = []
         self._measured: dict[Variant, float | None] = {}
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
-        self._module_refs: list[weakref.ref] = []
+        self.attention: str | None = None
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
         """Compile ``model``'s regions in place under ``config`` and start the schedule.
 
         Regional when ``config.regional`` and the model has repeated blocks, else the whole model.
-        A region that already has a compiled call (compiled before) is left as it is.
+        A region that already has a compiled call (compiled before) is left as it is. The first
+        attach in a process sets the schedule (baseline, trials); later ones add regions to it.
 
         Returns:
             What was compiled.
@@ -133,6 +134,8 @@ class CompilerRuntime:
         import torch._functorch.config as functorch_config
 
         functorch_config.force_non_lazy_backward_lowering = True
+        # Hugging Face models name their attention kernel ("sdpa", "eager", "flash_attention_2").
+        self.attention = getattr(getattr(model, "config", None), "_attn_implementation", None) or self.attention
         kwargs = compile_kwargs(config)
         blocks = find_repeated_blocks(model) if config.regional else []
         regions = blocks or [model]
@@ -145,7 +148,6 @@ class CompilerRuntime:
             if kwargs["dynamic"] is None:
                 static = torch.compile(region._call_impl, **{**kwargs, "dynamic": False})
             region._compiled_call_impl = _GuardedRegion(self, region, compiled, static)
-            self._module_refs.append(weakref.ref(region))
         plan = CompilePlan(
             regional=bool(blocks), block_class=type(blocks[0]).__name__ if blocks else None, num_regions=len(regions)
         )
@@ -162,7 +164,7 @@ class CompilerRuntime:
     def track_optimizer(self, optimizer: Any) -> None:
         """Remember an optimizer the job steps (for fused trials under ``policy="auto"``)."""
         inner = optimizers.unwrap(optimizer)
-        if optimizers._is_torch_optimizer(inner):
+        if optimizers.is_torch_optimizer(inner):
             self._optimizers.add(inner)
 
     @property

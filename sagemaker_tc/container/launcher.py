@@ -134,6 +134,7 @@ def _finish(config: TrainingCompilerConfig) -> None:
             recompile_limit_hits=RECORDER.recompile_limit_hits,
             training_compiles=RECORDER.training_compiles,
             inductor_cache=inductor_cache_counters(),
+            attention=RUNTIME.attention,
         )
         folder = compiler_dir(os.environ)
         if config.debug:
