@@ -217,3 +217,45 @@ def test_kept_cache_dir_is_reported_warm(tmp_path):
 
     (row,) = document["results"]
     assert row["status"] == "ok" and row["cache"] == "warm" and row["speedup_vs_eager"] == 1.0
+
+
+def test_time_budget_skips_what_does_not_fit_and_still_writes_files(tmp_path, capsys):
+    """Once --time-budget is spent the remaining variants are recorded as skipped; files are written, exit 1."""
+    out = tmp_path / "results"
+
+    code = main(["bench", "--models", "gpt2", "--variants", "eager", "--time-budget", "1e-9", "--out", str(out)])
+
+    captured = capsys.readouterr()
+    assert code == 1 and "VariantFailedError: 1 variant(s) failed or were skipped: gpt2/eager" in captured.err
+    (row,) = json.loads((out / "bench.json").read_text())["results"]
+    assert row["status"] == "skipped" and "time budget" in row["error"]
+    assert row["speedup_vs_eager"] is None and row["mfu"] is None
+    assert "gpt2 / eager skipped" in (out / "bench.md").read_text()
+    assert (out / "bench.png").exists()
+
+
+def test_cold_and_warm_passes_are_paired(tmp_path, capsys):
+    """compare pairs a cold and a warm bench file by (model, variant) and writes JSON, Markdown and PNG."""
+    from sagemaker_tc.bench.compare import main as compare_main
+
+    def document(first_step_s, cache):
+        rows = [
+            {"model": "gpt2", "variant": "eager", "status": "ok", "cache": cache, "first_step_s": 0.5,
+             "step_ms": 10.0, "recompiles": 0},
+            {"model": "gpt2", "variant": "sagemaker-tc", "status": "ok", "cache": cache,
+             "first_step_s": first_step_s, "step_ms": 8.0, "recompiles": 0},
+        ]  # fmt: skip
+        return {"created": "2026-11-30T00:00:00+00:00", "results": rows}
+
+    (tmp_path / "cold.json").write_text(json.dumps(document(40.0, "cold")))
+    warm = document(5.0, "warm")
+    warm["results"] = warm["results"][1:]  # the warm pass may run fewer variants
+    (tmp_path / "warm.json").write_text(json.dumps(warm))
+
+    assert compare_main([str(tmp_path / "cold.json"), str(tmp_path / "warm.json"), "--out", str(tmp_path)]) == 0
+
+    rows = json.loads((tmp_path / "cache-comparison.json").read_text())["rows"]
+    assert rows[0]["warm_first_step_s"] is None and rows[0]["first_step_warm_over_cold"] is None
+    assert rows[1]["first_step_warm_over_cold"] == 5.0 / 40.0 and rows[1]["warm_cache"] == "warm"
+    assert "| gpt2 | sagemaker-tc | 40.00 | 5.00 | 0.12 |" in capsys.readouterr().out
+    assert (tmp_path / "cache-comparison.png").read_bytes()[:4] == b"\x89PNG"

@@ -54,6 +54,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--cpu-threads", type=int, help="OMP_NUM_THREADS for every variant (default: torch's)")
     bench.add_argument("--timeout", type=float, default=1800.0, help="seconds per variant (default 1800)")
+    bench.add_argument(
+        "--time-budget",
+        type=float,
+        help="seconds for the whole run: later variants get the time left, then are recorded as skipped",
+    )
     bench.add_argument("--data", type=Path, help="SST-2 TSV file or folder (default: examples/sst2/data)")
     bench.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     bench.add_argument("--name", default="bench", help="output file stem: NAME.json, NAME.md, NAME.png")
@@ -96,7 +101,8 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
     """Run ``sagemaker-tc bench``: check options, run, print the table, write JSON/Markdown/PNG.
 
     Returns:
-        0 when every variant ran; 1 when some failed (their rows say why; the files are written).
+        0 when every variant ran; 1 when some failed or were skipped for the time budget (their rows
+        say why; the files are written).
 
     Raises:
         BenchError: bad options (before any work).
@@ -116,6 +122,7 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
         cache_dir=options.cache_dir,
         cpu_threads=options.cpu_threads,
         timeout_s=options.timeout,
+        time_budget_s=options.time_budget,
         data=options.data,
     )
     _configure_logging()
@@ -127,7 +134,7 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
     print(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", file=out)
     failed = [f"{row['model']}/{row['variant']}" for row in document["results"] if row.get("status") != "ok"]
     if failed:
-        error = VariantFailedError(f"{len(failed)} variant(s) failed: {', '.join(failed)}")
+        error = VariantFailedError(f"{len(failed)} variant(s) failed or were skipped: {', '.join(failed)}")
         print(f"sagemaker-tc bench: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     return 0
@@ -159,10 +166,9 @@ def run_verify_command(options: argparse.Namespace, stream: IO[str] | None = Non
         NumericalMismatchError: a step disagrees (after the losses are printed).
         BenchError: bad options or script.
     """
-    from sagemaker_tc.bench.verify import verify_script, verify_suite_model
-    from sagemaker_tc.config import TrainingCompilerConfig
+    from sagemaker_tc.bench.verify import verify_config, verify_script, verify_suite_model
 
-    config = TrainingCompilerConfig(mode=options.mode, regional=not options.whole_model)
+    config = verify_config(mode=options.mode, regional=not options.whole_model)
     common = {"steps": options.steps, "rtol": options.rtol, "lr": options.lr, "seed": options.seed, "config": config}
     out = stream or sys.stdout
     try:

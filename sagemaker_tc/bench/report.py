@@ -28,7 +28,7 @@ MIB = 1024 * 1024
 
 def _cell(key: str, row: dict[str, Any]) -> str:
     if row.get("status") != "ok" and key not in ("model", "variant"):
-        return "failed" if key == "samples_per_s" else "-"
+        return str(row.get("status", "failed")) if key == "samples_per_s" else "-"
     value = row.get(key)
     if value is None:
         return "-"
@@ -111,7 +111,7 @@ def markdown(document: dict[str, Any]) -> str:
     ]
     failed = [row for row in document["results"] if row.get("status") != "ok"]
     for row in failed:
-        lines.append(f"- **{row['model']} / {row['variant']} failed**: {row.get('error')}")
+        lines.append(f"- **{row['model']} / {row['variant']} {row.get('status')}**: {row.get('error')}")
     return "\n".join(lines) + "\n"
 
 
@@ -139,6 +139,7 @@ def plot(document: dict[str, Any], path: Path) -> Path:
     figure, axes = plt.subplots(len(panels), 1, figsize=(max(8.0, 1.4 * len(models) + 3), 10), squeeze=False)
     width = 0.8 / max(1, len(variants))
     for axis, (key, label, scale, log) in zip(axes[:, 0], panels, strict=True):
+        drawn: list[float] = []
         for index, variant in enumerate(variants):
             values = []
             for model in models:
@@ -147,12 +148,13 @@ def plot(document: dict[str, Any], path: Path) -> Path:
                 values.append(value * scale if value is not None else 0.0)
             positions = [m + (index - (len(variants) - 1) / 2) * width for m in range(len(models))]
             axis.bar(positions, values, width, label=variant)
+            drawn += values
         axis.set_ylabel(label)
         axis.set_xticks(range(len(models)))
         axis.set_xticklabels(models, rotation=15, fontsize=8)
         if key == "speedup_vs_eager":
             axis.axhline(1.0, color="grey", linewidth=0.8)
-        if log:
+        if log and any(value > 0 for value in drawn):
             axis.set_yscale("log")
     axes[0, 0].legend(fontsize=8, ncols=len(variants))
     figure.suptitle(title(document), fontsize=9)

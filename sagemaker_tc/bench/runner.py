@@ -26,7 +26,7 @@ from sagemaker_tc.bench import hardware
 from sagemaker_tc.bench.data import tokenize_sst2
 from sagemaker_tc.bench.errors import BenchError
 from sagemaker_tc.bench.suite import SUITE, check_seq_len, check_size, get_spec
-from sagemaker_tc.bench.variants import BASELINE, VARIANTS
+from sagemaker_tc.bench.variants import BASELINE, VARIANTS, check_variant
 from sagemaker_tc.bench.worker import WorkerSpec
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,9 @@ class BenchOptions:
         cpu_threads: None keeps torch's default thread count; N sets ``OMP_NUM_THREADS`` in every
             variant's process.
         timeout_s: per-variant wall-clock limit, seconds.
+        time_budget_s: None, or a limit on the whole run, seconds: a variant gets at most the time
+            left, and once it is spent the remaining variants are recorded as ``skipped`` (so a
+            prepared GPU run ends in time and still writes its files).
         data: SST-2 TSV file or folder (None: the repository's shipped slice).
         seed: torch seed before building each model.
     """
@@ -78,6 +81,7 @@ class BenchOptions:
     cache_dir: Path | None = None
     cpu_threads: int | None = None
     timeout_s: float = 1800.0
+    time_budget_s: float | None = None
     data: Path | None = None
     seed: int = 0
 
@@ -110,6 +114,7 @@ def resolve_options(
     cache_dir: str | Path | None = None,
     cpu_threads: int | None = None,
     timeout_s: float = 1800.0,
+    time_budget_s: float | None = None,
     data: str | Path | None = None,
     seed: int = 0,
 ) -> BenchOptions:
@@ -123,7 +128,7 @@ def resolve_options(
         steps: >= 3 (a first step plus steady steps to take the median of).
         dtype: ``fp32`` or ``bf16``.
         device: ``cpu`` or ``cuda``; None picks ``cuda`` when torch sees a GPU, else ``cpu``.
-        cache_dir, cpu_threads, timeout_s, data, seed: see :class:`BenchOptions`.
+        cache_dir, cpu_threads, timeout_s, time_budget_s, data, seed: see :class:`BenchOptions`.
 
     Raises:
         BenchError: an unknown model/variant/size/dtype/device, a number out of range, a sequence
@@ -139,7 +144,7 @@ def resolve_options(
         raise BenchError(f"models listed twice: {', '.join(names)}")
     chosen = tuple(variants) if variants else VARIANTS
     for variant in chosen:
-        _check_choice("variant", variant, VARIANTS)
+        check_variant(variant)
     if len(set(chosen)) != len(chosen):
         raise BenchError(f"variants listed twice: {', '.join(chosen)}")
     batch_size = DEFAULTS[size]["batch_size"] if batch_size is None else batch_size
@@ -154,6 +159,8 @@ def resolve_options(
         raise BenchError(f"cpu_threads must be >= 1 (got {cpu_threads})")
     if timeout_s <= 0:
         raise BenchError(f"timeout_s must be > 0 (got {timeout_s})")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise BenchError(f"time_budget_s must be > 0 (got {time_budget_s})")
     if device is not None:
         _check_choice("device", device, DEVICES)
     has_cuda, gpu_name, gpu_bf16 = _cuda_info() if device in (None, "cuda") else (False, None, False)
@@ -181,6 +188,7 @@ def resolve_options(
         cache_dir=cache_dir,
         cpu_threads=cpu_threads,
         timeout_s=timeout_s,
+        time_budget_s=time_budget_s,
         data=Path(data) if data is not None else None,
         seed=seed,
     )
@@ -209,9 +217,12 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_variant_process(options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path) -> dict:
-    """Run one (model, variant) in a fresh Python process and return its result dict (never raises
-    for a failed variant: the dict then has ``status`` ``"failed"`` and ``error``)."""
+def run_variant_process(
+    options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path, timeout_s: float
+) -> dict:
+    """Run one (model, variant) in a fresh Python process, for at most ``timeout_s`` seconds, and
+    return its result dict (never raises for a failed variant: the dict then has ``status``
+    ``"failed"`` and ``error``)."""
     stem = f"{model}--{variant}"
     spec = WorkerSpec(
         model=model,
@@ -244,7 +255,7 @@ def run_variant_process(options: BenchOptions, model: str, variant: str, workdir
                 env=_variant_env(options, cache_dir),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                timeout=options.timeout_s,
+                timeout=timeout_s,
                 check=False,
             )
             returncode: int | None = completed.returncode
@@ -254,7 +265,7 @@ def run_variant_process(options: BenchOptions, model: str, variant: str, workdir
     if result_path.exists():
         result = json.loads(result_path.read_text(encoding="utf-8"))
     elif returncode is None:
-        result = {"status": "failed", "error": f"timed out after {options.timeout_s:.0f} s"}
+        result = {"status": "failed", "error": f"timed out after {timeout_s:.0f} s"}
     else:
         result = {"status": "failed", "error": f"exited {returncode} without a result:\n{_tail(log_path)}"}
     result.pop("spec", None)
@@ -295,11 +306,19 @@ def run_bench(options: BenchOptions, *, command: str | None = None) -> dict[str,
     try:
         data_path = workdir / "data.json"
         data_path.write_text(json.dumps(data.to_dict()), encoding="utf-8")
+        started = time.perf_counter()
         for model in options.models:
-            results = {
-                variant: run_variant_process(options, model, variant, workdir, data_path)
-                for variant in options.variants
-            }
+            results = {}
+            for variant in options.variants:
+                timeout_s = options.timeout_s
+                if options.time_budget_s is not None:
+                    timeout_s = min(timeout_s, options.time_budget_s - (time.perf_counter() - started))
+                if timeout_s <= 0:
+                    error = f"time budget of {options.time_budget_s:.0f} s spent before this variant"
+                    results[variant] = {"status": "skipped", "error": error, "model": model, "variant": variant}
+                    logger.warning("bench: %s / %s skipped: %s", model, variant, error)
+                    continue
+                results[variant] = run_variant_process(options, model, variant, workdir, data_path, timeout_s)
             for variant in options.variants:
                 rows.append(_finish_row(results[variant], results.get(BASELINE), options))
     finally:

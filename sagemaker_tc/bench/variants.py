@@ -8,7 +8,8 @@
   explicitly, and ``AdamW(fused=True)`` where torch has a fused kernel for the device (CUDA, CPU
   since torch 2.4; else foreach, recorded).
 - ``sagemaker-tc``: eager-tuned, then ``sagemaker_tc.compile_model(model, config=TrainingCompilerConfig())``:
-  regional compilation (each repeated block, in place) with TorchInductor.
+  regional compilation (each repeated block, in place) with TorchInductor, from the first step
+  (:func:`sagemaker_tc_config`).
 - ``hf-torch-compile``: what ``Trainer(args=TrainingArguments(torch_compile=True))`` does. transformers
   (``TrainingArguments.__post_init__``, "Torch Compile" section) sets ``torch_compile_backend="inductor"``;
   ``Trainer.create_accelerator_and_postprocess`` builds ``TorchDynamoPlugin(backend="inductor",
@@ -66,28 +67,65 @@ def _adamw(params: Any, *, fused: bool) -> tuple[torch.optim.Optimizer, str]:
         return torch.optim.AdamW(params, lr=LEARNING_RATE, foreach=True), "foreach (fused unsupported)"
 
 
+def sagemaker_tc_config(**fields: Any) -> Any:
+    """``TrainingCompilerConfig(**fields)`` that compiles from the very first optimizer step.
+
+    Newer runtimes can run a few eager "baseline" steps before compiling (a ``baseline_steps``
+    config field) and can choose an error policy (``policy``); when the installed config has them,
+    ``baseline_steps`` defaults to 0 here so a compiled run's first step is its compilation and every
+    later step is compiled (as in ``hf-torch-compile``). Fields passed in ``fields`` win.
+
+    Raises:
+        ConfigError: a field or value the installed config does not accept.
+    """
+    from sagemaker_tc.config import TrainingCompilerConfig
+
+    if "baseline_steps" in TrainingCompilerConfig.model_fields:
+        fields.setdefault("baseline_steps", 0)
+    return TrainingCompilerConfig(**fields)
+
+
 def compiled_regions(model: torch.nn.Module) -> int:
     """How many modules carry an in-place ``Module.compile()`` (0 for an uncompiled model)."""
     return sum(1 for m in model.modules() if getattr(m, "_compiled_call_impl", None) is not None)
 
 
-def prepare(variant: str, name: str, size: str, device: torch.device) -> PreparedVariant:
-    """Build suite model ``name`` at ``size`` on ``device`` as ``variant`` prescribes (see the module
-    docstring). Seed torch first for identical weights across variants.
+def check_variant(variant: str) -> str:
+    """Return ``variant`` if it is one of :data:`VARIANTS`.
+
+    Raises:
+        BenchError: any other name (the message lists the accepted ones).
+    """
+    from sagemaker_tc.bench.errors import BenchError
+
+    if variant not in VARIANTS:
+        raise BenchError(f"unknown variant {variant!r}; accepted: {', '.join(VARIANTS)}")
+    return variant
+
+
+def build(variant: str, name: str, size: str, device: torch.device) -> torch.nn.Module:
+    """Build suite model ``name`` at ``size`` on ``device`` with the attention ``variant`` asks for
+    (uncompiled, in training mode). Seed torch first for identical weights across variants.
 
     Raises:
         BenchError: unknown variant, model or size.
     """
-    import torch
-
-    from sagemaker_tc.bench.errors import BenchError
     from sagemaker_tc.bench.suite import build_model
 
-    if variant not in VARIANTS:
-        raise BenchError(f"unknown variant {variant!r}; accepted: {', '.join(VARIANTS)}")
-    tuned = variant in ("eager-tuned", "sagemaker-tc")
-    model = build_model(name, size, attn_implementation="sdpa" if tuned else None).to(device)
-    optimizer, optimizer_kind = _adamw(model.parameters(), fused=variant != "eager")
+    tuned = check_variant(variant) in ("eager-tuned", "sagemaker-tc")
+    return build_model(name, size, attn_implementation="sdpa" if tuned else None).to(device)
+
+
+def finish(variant: str, model: torch.nn.Module) -> PreparedVariant:
+    """Give a :func:`build` model its optimizer and compile it as ``variant`` prescribes (see the
+    module docstring).
+
+    Raises:
+        BenchError: unknown variant.
+    """
+    import torch
+
+    optimizer, optimizer_kind = _adamw(model.parameters(), fused=check_variant(variant) != "eager")
     details: dict[str, Any] = {
         "attn_implementation": model.config._attn_implementation,
         "optimizer": f"AdamW ({optimizer_kind})",
@@ -95,9 +133,9 @@ def prepare(variant: str, name: str, size: str, device: torch.device) -> Prepare
         "compiled_regions": 0,
     }
     if variant == "sagemaker-tc":
-        from sagemaker_tc import TrainingCompilerConfig, compile_model
+        from sagemaker_tc import compile_model
 
-        config = TrainingCompilerConfig()
+        config = sagemaker_tc_config()
         compile_model(model, config=config)
         details["compile"] = f"sagemaker_tc.compile_model(model, config={config!r})"
         details["compiled_regions"] = compiled_regions(model)

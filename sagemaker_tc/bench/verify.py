@@ -171,6 +171,22 @@ def _check_deterministic(model: torch.nn.Module, batch: Any, loss_fn: LossFn, rt
         )
 
 
+def verify_config(**fields: Any) -> TrainingCompilerConfig:
+    """The compile config verify uses by default: ``TrainingCompilerConfig(**fields)`` compiling from
+    the first step, and, where the installed config has an error policy, ``policy="strict"`` (a
+    compiler failure must fail the check, not fall back to eager and pass trivially).
+
+    Raises:
+        ConfigError: a field or value the installed config does not accept.
+    """
+    from sagemaker_tc.bench.variants import sagemaker_tc_config
+    from sagemaker_tc.config import TrainingCompilerConfig
+
+    if "policy" in TrainingCompilerConfig.model_fields:
+        fields.setdefault("policy", "strict")
+    return sagemaker_tc_config(**fields)
+
+
 def verify_training(
     model: torch.nn.Module,
     batches: Sequence[Any],
@@ -199,7 +215,7 @@ def verify_training(
         rtol: largest accepted relative loss difference (>= 0).
         lr: AdamW learning rate.
         seed: torch seed set before each side trains.
-        config: the compile config (default ``TrainingCompilerConfig()``: Inductor, regional).
+        config: the compile config (default :func:`verify_config`: Inductor, regional, from the first step).
         name: what to call the model in messages and the result.
         raise_on_mismatch: raise on a mismatch (True) or just return the failed result.
 
@@ -217,7 +233,6 @@ def verify_training(
     from sagemaker_tc import compile_model
     from sagemaker_tc.bench.measure import dynamo_counts
     from sagemaker_tc.bench.variants import compiled_regions
-    from sagemaker_tc.config import TrainingCompilerConfig
 
     if steps < 1:
         raise BenchError(f"steps must be >= 1 (got {steps})")
@@ -226,7 +241,7 @@ def verify_training(
     if not batches:
         raise BenchError("verify needs at least one batch")
     loss_fn = loss_fn or default_loss
-    config = config or TrainingCompilerConfig()
+    config = config or verify_config()
     eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
     zeroed = 0
     for side in (eager, compiled):

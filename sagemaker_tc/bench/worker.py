@@ -77,20 +77,18 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
 
     from sagemaker_tc.bench import measure, variants
     from sagemaker_tc.bench.data import TokenizedSST2
-    from sagemaker_tc.bench.suite import build_model, make_batches
+    from sagemaker_tc.bench.suite import make_batches
 
     device = torch.device(spec.device)
     measure.prepare_dynamo_counts()
     data = TokenizedSST2.from_dict(json.loads(Path(spec.data_path).read_text(encoding="utf-8")))
-    # FLOPs are counted on an identically built eager model so no variant pays for the counting.
     torch.manual_seed(spec.seed)
-    probe = build_model(spec.model, spec.size)
-    flops_per_sample = measure.training_flops_per_sample(probe, make_batches(probe, spec.model, data, 1)[0])
-    del probe
-    torch.manual_seed(spec.seed)
-    prepared = variants.prepare(spec.variant, spec.model, spec.size, device)
-    model, optimizer = prepared.model, prepared.optimizer
+    model = variants.build(spec.variant, spec.model, spec.size, device)
     batches = make_batches(model, spec.model, data, spec.batch_size, device)
+    # Counted before compiling, in every variant alike: one no-grad eager forward of one sample.
+    flops_per_sample = measure.training_flops_per_sample(model, batches[0])
+    prepared = variants.finish(spec.variant, model)
+    model, optimizer = prepared.model, prepared.optimizer
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=spec.dtype == "bf16")
     measure.reset_peak_memory(device)
     load_before = os.getloadavg()[0]
