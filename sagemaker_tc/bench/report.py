@@ -57,7 +57,10 @@ def memory_label(document: dict[str, Any]) -> str:
 def title(document: dict[str, Any]) -> str:
     """One line naming the run: device, size, dtype, batch x sequence, steps, cache state."""
     options = document["options"]
-    cache = "warm/kept cache dir" if options.get("cache_dir") else "cold compile cache"
+    states = sorted(
+        {row.get("cache") for row in document["results"] if row.get("status") == "ok" and row.get("graphs")}
+    )
+    cache = f"{'/'.join(states)} compile cache" if states else "nothing compiled"
     return (
         f"sagemaker-tc bench: {options['size']} models on {document['device']['type']} "
         f"({document['device']['name']}), {options['dtype']}, batch {options['batch_size']} x "
@@ -100,6 +103,13 @@ def markdown(document: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(_cell(key, row) for key, _ in COLUMNS) + " |")
     env = document["environment"]
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
+    loads = [load for row in document["results"] for load in row.get("load_avg_1m") or []]
+    load_note = ""
+    if loads:
+        load_note = (
+            f"- Host 1-minute load average around the timed steps: {min(loads):.1f} to {max(loads):.1f} "
+            f"on {env['cpu_cores']} usable cores (above the core count, other work competed for the CPU)."
+        )
     lines += [
         "",
         f"- Peak memory: {memory_label(document)}.",
@@ -109,6 +119,8 @@ def markdown(document: dict[str, Any]) -> str:
         f"- Created {document['created']} by `{document['command']}`.",
         "- Rules behind each figure: the JSON's `rules`; how to read them: `benchmarks/README.md`.",
     ]
+    if load_note:
+        lines.append(load_note)
     failed = [row for row in document["results"] if row.get("status") != "ok"]
     for row in failed:
         lines.append(f"- **{row['model']} / {row['variant']} {row.get('status')}**: {row.get('error')}")
@@ -156,7 +168,7 @@ def plot(document: dict[str, Any], path: Path) -> Path:
             axis.axhline(1.0, color="grey", linewidth=0.8)
         if log and any(value > 0 for value in drawn):
             axis.set_yscale("log")
-    axes[0, 0].legend(fontsize=8, ncols=len(variants))
+    axes[0, 0].legend(fontsize=8, ncols=len(variants), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     figure.suptitle(title(document), fontsize=9)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
