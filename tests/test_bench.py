@@ -151,7 +151,7 @@ def test_bench_on_cuda_or_bf16_where_the_device_cannot(capsys):
     import torch
 
     if torch.cuda.is_available():
-        if torch.cuda.is_bf16_supported():
+        if torch.cuda.is_bf16_supported(including_emulation=False):
             pytest.skip("this GPU has bf16 and CUDA: nothing to refuse")
         with pytest.raises(BenchError, match="needs a GPU with bf16"):
             resolve_options(device="cuda", dtype="bf16")
@@ -259,3 +259,15 @@ def test_cold_and_warm_passes_are_paired(tmp_path, capsys):
     assert rows[1]["first_step_warm_over_cold"] == 5.0 / 40.0 and rows[1]["warm_cache"] == "warm"
     assert "| gpt2 | sagemaker-tc | 40.00 | 5.00 | 0.12 |" in capsys.readouterr().out
     assert (tmp_path / "cache-comparison.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_variant_past_its_timeout_is_a_failed_row():
+    """A variant process that runs past --timeout is killed (with its process group) and reported failed."""
+    from sagemaker_tc.bench.runner import run_bench
+
+    options = resolve_options(models=["gpt2"], variants=["sagemaker-tc"], steps=3, seq_len=16, timeout_s=2.0)
+
+    (row,) = run_bench(options)["results"]
+
+    assert row["status"] == "failed" and row["error"] == "timed out after 2 s"
+    assert row["process_wall_s"] < 60

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,7 +99,7 @@ def _cuda_info() -> tuple[bool, str | None, bool]:
 
     if not torch.cuda.is_available():
         return False, None, False
-    return True, torch.cuda.get_device_name(0), bool(torch.cuda.is_bf16_supported())
+    return True, torch.cuda.get_device_name(0), bool(torch.cuda.is_bf16_supported(including_emulation=False))
 
 
 def resolve_options(
@@ -249,17 +250,15 @@ def run_variant_process(
     logger.info("bench: %s / %s (%s compile cache %s)", model, variant, cache_state, cache_dir)
     started = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
+        # Its own process group, so a timeout also ends Inductor's compile workers it started.
+        process = subprocess.Popen(
+            command, env=_variant_env(options, cache_dir), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
-            completed = subprocess.run(
-                command,
-                env=_variant_env(options, cache_dir),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout_s,
-                check=False,
-            )
-            returncode: int | None = completed.returncode
+            returncode: int | None = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
             returncode = None
     wall_s = time.perf_counter() - started
     if result_path.exists():
