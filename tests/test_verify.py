@@ -168,7 +168,8 @@ def test_diverging_compiled_model_fails_with_named_error(script, capsys):
 
 def test_randomness_verify_cannot_remove_is_refused(script):
     """Functional dropout (not an nn.Dropout module) makes eager non-deterministic: a named error, no compile."""
-    from sagemaker_tc.bench.verify import ModelNotDeterministicError, verify_script
+    from sagemaker_tc.bench.errors import ModelNotDeterministicError
+    from sagemaker_tc.bench.verify import verify_script
 
     with pytest.raises(ModelNotDeterministicError, match="two eager forward passes"):
         verify_script(f"{script}:build_noisy")

@@ -13,6 +13,18 @@ train import it inside their functions. Install the extra for the table, plot an
 
 from __future__ import annotations
 
-from sagemaker_tc.bench.errors import BenchError, NumericalMismatchError, ScriptLoadError, VariantFailedError
+from sagemaker_tc.bench.errors import (
+    BenchError,
+    ModelNotDeterministicError,
+    NumericalMismatchError,
+    ScriptLoadError,
+    VariantFailedError,
+)
 
-__all__ = ["BenchError", "NumericalMismatchError", "ScriptLoadError", "VariantFailedError"]
+__all__ = [
+    "BenchError",
+    "ModelNotDeterministicError",
+    "NumericalMismatchError",
+    "ScriptLoadError",
+    "VariantFailedError",
+]

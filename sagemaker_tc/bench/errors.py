@@ -19,6 +19,11 @@ class ScriptLoadError(BenchError):
     train (see :func:`sagemaker_tc.bench.verify.load_script` for the accepted shapes)."""
 
 
+class ModelNotDeterministicError(BenchError):
+    """Two eager forward passes of the same batch give different losses (dropout or other randomness
+    that verify cannot turn off), so compiled and eager cannot be compared step by step."""
+
+
 class NumericalMismatchError(SagemakerTCError, RuntimeError):
     """Compiled and eager training of the same model disagree: some step's loss differs by more than
     the relative tolerance.

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.bench.errors import BenchError, NumericalMismatchError, ScriptLoadError
+from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError, ScriptLoadError
 
 if TYPE_CHECKING:
     import torch
@@ -38,11 +38,6 @@ DEFAULT_RTOL = 1e-4
 DEFAULT_LR = 1e-4
 LossFn = Callable[[Any, Any], Any]
 """``loss_fn(model, batch) -> scalar tensor``: runs the forward pass and returns the loss."""
-
-
-class ModelNotDeterministicError(BenchError):
-    """Two eager forward passes of the same batch give different losses (dropout or other randomness
-    that verify cannot turn off), so compiled and eager cannot be compared step by step."""
 
 
 @dataclass
