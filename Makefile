@@ -16,7 +16,7 @@ $(VENV)/.demo-installed: pyproject.toml constraints.txt | $(VENV)/bin/python
 
 # The tests need the same plus the test tools.
 $(VENV)/.dev-installed: $(VENV)/.demo-installed
-	$(PIP_INSTALL) -e ".[runtime,examples,dev]"
+	$(PIP_INSTALL) -e ".[runtime,examples,bench,dev]"
 	touch $@
 
 demo: $(VENV)/.demo-installed

@@ -4,6 +4,9 @@
   (what the injected ``sagemaker_tc_launcher.py`` does, with the script named on the command line).
 - ``sagemaker-tc report PATH``: print a job's compiler report (``report.json``, a job's
   ``output.tar.gz``, or a folder that holds either).
+- ``sagemaker-tc bench``: eager, eager-tuned, sagemaker-tc and HF ``torch_compile`` training of the
+  model suite side by side (:mod:`sagemaker_tc.bench`).
+- ``sagemaker-tc verify``: check that compiled training gives eager's per-step losses.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from sagemaker_tc.bench import commands as bench_commands
 from sagemaker_tc.contract import COMPILER_OUTPUT_DIRNAME, REPORT_FILENAME
 from sagemaker_tc.errors import SagemakerTCError
 
@@ -78,8 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     launch.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     report = commands.add_parser("report", help="print a job's compiler report as JSON")
     report.add_argument("path", type=Path)
+    bench_commands.add_parsers(commands)
     options = parser.parse_args(argv)
     try:
+        if options.command == "bench":
+            return bench_commands.run_bench_command(options, argv)
+        if options.command == "verify":
+            return bench_commands.run_verify_command(options)
         if options.command == "launch":
             from sagemaker_tc.container.launcher import run
 

@@ -1,0 +1,194 @@
+"""The ``sagemaker-tc bench`` and ``sagemaker-tc verify`` subcommands (argument parsing and output).
+
+``sagemaker_tc.cli`` registers them; nothing here imports torch at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import sys
+from pathlib import Path
+from typing import IO
+
+from sagemaker_tc.bench.errors import NumericalMismatchError, VariantFailedError
+
+COMMANDS = ("bench", "verify")
+DEFAULT_OUT = Path("sagemaker-tc-output") / "bench"
+
+
+def _split_names(values: list[str] | None) -> list[str] | None:
+    """``--models a,b c`` -> ``[a, b, c]``."""
+    if not values:
+        return None
+    return [name for value in values for name in value.split(",") if name]
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    """Register ``bench`` and ``verify`` on the ``sagemaker-tc`` command's subparsers."""
+    bench = commands.add_parser(
+        "bench",
+        help="eager vs eager-tuned vs sagemaker-tc vs HF torch_compile, side by side",
+        description="Train each suite model for --steps steps in four variants, each in its own process, and "
+        "write a table (terminal), JSON, Markdown and PNG. See benchmarks/README.md for how to read the numbers.",
+    )
+    bench.add_argument(
+        "--models", nargs="+", metavar="NAME", help="suite models (default: all), space or comma separated"
+    )
+    bench.add_argument("--size", default="tiny", help="tiny (default) or full")
+    bench.add_argument(
+        "--variants", nargs="+", metavar="NAME", help="default: eager eager-tuned sagemaker-tc hf-torch-compile"
+    )
+    bench.add_argument("--seq-len", type=int, help="tokens per sample (default: 64 tiny, 128 full)")
+    bench.add_argument("--batch-size", type=int, help="samples per step (default: 8 tiny, 32 full)")
+    bench.add_argument("--steps", type=int, default=20, help="timed steps per variant, first included (default 20)")
+    bench.add_argument("--dtype", default="fp32", help="fp32 (default) or bf16 (autocast, fp32 weights)")
+    bench.add_argument("--device", help="cpu or cuda (default: cuda if torch sees a GPU)")
+    bench.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="keep TORCHINDUCTOR_CACHE_DIR under DIR/<model>/<variant> (a rerun measures a warm compile); "
+        "default: a fresh empty cache per variant (cold compile)",
+    )
+    bench.add_argument("--cpu-threads", type=int, help="OMP_NUM_THREADS for every variant (default: torch's)")
+    bench.add_argument("--timeout", type=float, default=1800.0, help="seconds per variant (default 1800)")
+    bench.add_argument(
+        "--time-budget",
+        type=float,
+        help="seconds for the whole run: later variants get the time left, then are recorded as skipped",
+    )
+    bench.add_argument("--data", type=Path, help="SST-2 TSV file or folder (default: examples/sst2/data)")
+    bench.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    bench.add_argument("--name", default="bench", help="output file stem: NAME.json, NAME.md, NAME.png")
+
+    verify = commands.add_parser(
+        "verify",
+        help="check that compiled training matches eager (per-step losses, fp32, dropout off)",
+        description="Train an eager and a sagemaker_tc.compile_model copy of the same model for --steps steps and "
+        "fail (exit 1, NumericalMismatchError) when any step's losses differ by more than --rtol, relative.",
+    )
+    target = verify.add_mutually_exclusive_group(required=True)
+    target.add_argument("--model", help="a suite model, e.g. gpt2 or bert-base-uncased")
+    target.add_argument(
+        "--script",
+        metavar="PATH.py:FUNCTION",
+        help="your own model: FUNCTION() returns (model, batch), (model, batch, loss_fn) or a dict "
+        "{'model', 'batch'|'batches', 'loss_fn'}; loss_fn(model, batch) -> loss",
+    )
+    verify.add_argument("--size", default="tiny", help="suite model size: tiny (default) or full")
+    verify.add_argument("--batch-size", type=int, default=4, help="suite model batch (default 4)")
+    verify.add_argument("--seq-len", type=int, default=32, help="suite model tokens per sample (default 32)")
+    verify.add_argument(
+        "--device", default="cpu", help="device for a suite model (default cpu); a script chooses its own"
+    )
+    verify.add_argument("--steps", type=int, default=20, help="optimizer steps per side (default 20)")
+    verify.add_argument("--rtol", type=float, default=1e-4, help="largest relative loss difference (default 1e-4)")
+    verify.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
+    verify.add_argument("--seed", type=int, default=0)
+    verify.add_argument("--mode", default="default", help="torch.compile mode for compile_model (default: default)")
+    verify.add_argument("--whole-model", action="store_true", help="compile the whole model instead of regions")
+    verify.add_argument("--json", type=Path, help="also write the result as JSON here")
+
+
+def _configure_logging() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+
+
+def run_bench_command(options: argparse.Namespace, argv: list[str] | None, stream: IO[str] | None = None) -> int:
+    """Run ``sagemaker-tc bench``: check options, run, print the table, write JSON/Markdown/PNG.
+
+    Returns:
+        0 when every variant ran; 1 when some failed or were skipped for the time budget (their rows
+        say why; the files are written).
+
+    Raises:
+        BenchError: bad options (before any work).
+    """
+    from sagemaker_tc.bench.report import print_table, write_outputs
+    from sagemaker_tc.bench.runner import resolve_options, run_bench
+
+    bench_options = resolve_options(
+        models=_split_names(options.models),
+        size=options.size,
+        variants=_split_names(options.variants),
+        batch_size=options.batch_size,
+        seq_len=options.seq_len,
+        steps=options.steps,
+        dtype=options.dtype,
+        device=options.device,
+        cache_dir=options.cache_dir,
+        cpu_threads=options.cpu_threads,
+        timeout_s=options.timeout,
+        time_budget_s=options.time_budget,
+        data=options.data,
+    )
+    _configure_logging()
+    command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])
+    document = run_bench(bench_options, command=command)
+    out = stream or sys.stdout
+    print_table(document, out)
+    paths = write_outputs(document, options.out, options.name)
+    print(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", file=out)
+    failed = [f"{row['model']}/{row['variant']}" for row in document["results"] if row.get("status") != "ok"]
+    if failed:
+        error = VariantFailedError(f"{len(failed)} variant(s) failed or were skipped: {', '.join(failed)}")
+        print(f"sagemaker-tc bench: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_verify(result, stream: IO[str]) -> None:
+    print(f"verify {result.name}: {result.steps} steps, rtol {result.rtol:g}", file=stream)
+    print(f"{'step':>4}  {'eager loss':>14}  {'compiled loss':>14}  {'rel diff':>10}", file=stream)
+    for step, (eager, compiled, diff) in enumerate(
+        zip(result.eager_losses, result.compiled_losses, result.rel_diffs, strict=True)
+    ):
+        print(f"{step:>4}  {eager:>14.8f}  {compiled:>14.8f}  {diff:>10.3g}", file=stream)
+    verdict = "PASS" if result.passed else "FAIL"
+    print(
+        f"{verdict}: max relative difference {result.max_rel_diff:.3g} at step {result.worst_step} "
+        f"(rtol {result.rtol:g}); {result.compiled_regions} compiled region(s), "
+        f"compiled side {result.compiled_seconds:.1f} s incl. compile, eager {result.eager_seconds:.1f} s",
+        file=stream,
+    )
+
+
+def run_verify_command(options: argparse.Namespace, stream: IO[str] | None = None) -> int:
+    """Run ``sagemaker-tc verify``: print per-step losses and the verdict.
+
+    Returns:
+        0 when every step agrees within ``--rtol``.
+
+    Raises:
+        NumericalMismatchError: a step disagrees (after the losses are printed).
+        BenchError: bad options or script.
+    """
+    from sagemaker_tc.bench.verify import verify_config, verify_script, verify_suite_model
+
+    config = verify_config(mode=options.mode, regional=not options.whole_model)
+    common = {"steps": options.steps, "rtol": options.rtol, "lr": options.lr, "seed": options.seed, "config": config}
+    out = stream or sys.stdout
+    try:
+        if options.model:
+            result = verify_suite_model(
+                options.model,
+                options.size,
+                batch_size=options.batch_size,
+                seq_len=options.seq_len,
+                device=options.device,
+                **common,
+            )
+        else:
+            result = verify_script(options.script, **common)
+    except NumericalMismatchError as error:
+        _print_verify(error.result, out)
+        if options.json:
+            options.json.write_text(json.dumps(error.result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        raise
+    _print_verify(result, out)
+    if options.json:
+        options.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return 0

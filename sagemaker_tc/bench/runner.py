@@ -1,0 +1,359 @@
+"""``sagemaker-tc bench``: every variant of every model, each in its own subprocess, side by side.
+
+The parent checks every option before any work (:func:`resolve_options`), tokenizes the SST-2 rows
+once, then runs one :mod:`sagemaker_tc.bench.worker` process per (model, variant), one at a time,
+and gathers their results with the run's options, machine and versions (:func:`run_bench`).
+Torch is imported here only to resolve the device (CUDA present? bf16 capable?).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sagemaker_tc.bench import hardware
+from sagemaker_tc.bench.data import tokenize_sst2
+from sagemaker_tc.bench.errors import BenchError
+from sagemaker_tc.bench.suite import SUITE, check_seq_len, check_size, get_spec
+from sagemaker_tc.bench.variants import BASELINE, VARIANTS, check_variant
+from sagemaker_tc.bench.worker import WorkerSpec
+
+logger = logging.getLogger(__name__)
+
+DTYPES: tuple[str, ...] = ("fp32", "bf16")
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+DEFAULTS: dict[str, dict[str, int]] = {
+    "tiny": {"batch_size": 8, "seq_len": 64},
+    "full": {"batch_size": 32, "seq_len": 128},
+}
+"""Per-size defaults: a CPU-sized step for ``tiny``; SMTC's TF tables' T=128 with batch 32 for ``full``."""
+MAX_DISTINCT_BATCHES = 16
+SCHEMA = "sagemaker-tc-bench/1"
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """A checked bench run (build it with :func:`resolve_options`).
+
+    Attributes:
+        models: suite model names, in run order.
+        size: ``tiny`` or ``full``.
+        variants: variant names, in run order.
+        batch_size: samples per step.
+        seq_len: tokens per sample.
+        steps: timed optimizer steps per variant (the first includes compilation).
+        dtype: ``fp32`` or ``bf16`` (autocast).
+        device: ``cpu`` or ``cuda``.
+        device_name: the CUDA device's name, or the CPU model.
+        cache_dir: None: a fresh empty ``TORCHINDUCTOR_CACHE_DIR`` per variant (cold compile).
+            A folder: each (model, variant) uses ``cache_dir/<model>/<variant>``, kept between runs,
+            so a second run with the same folder measures a warm compile.
+        cpu_threads: None keeps torch's default thread count; N sets ``OMP_NUM_THREADS`` in every
+            variant's process.
+        timeout_s: per-variant wall-clock limit, seconds.
+        time_budget_s: None, or a limit on the whole run, seconds: a variant gets at most the time
+            left, and once it is spent the remaining variants are recorded as ``skipped`` (so a
+            prepared GPU run ends in time and still writes its files).
+        data: SST-2 TSV file or folder (None: the repository's shipped slice).
+        seed: torch seed before building each model.
+    """
+
+    models: tuple[str, ...]
+    size: str
+    variants: tuple[str, ...]
+    batch_size: int
+    seq_len: int
+    steps: int
+    dtype: str
+    device: str
+    device_name: str | None
+    cache_dir: Path | None = None
+    cpu_threads: int | None = None
+    timeout_s: float = 1800.0
+    time_budget_s: float | None = None
+    data: Path | None = None
+    seed: int = 0
+
+
+def _check_choice(what: str, value: str, accepted: Sequence[str]) -> str:
+    if value not in accepted:
+        raise BenchError(f"unknown {what} {value!r}; accepted: {', '.join(accepted)}")
+    return value
+
+
+def _cuda_info() -> tuple[bool, str | None, bool]:
+    """(CUDA available, device 0's name, bf16 supported); imports torch."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, None, False
+    return True, torch.cuda.get_device_name(0), bool(torch.cuda.is_bf16_supported(including_emulation=False))
+
+
+def resolve_options(
+    *,
+    models: Sequence[str] | None = None,
+    size: str = "tiny",
+    variants: Sequence[str] | None = None,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    steps: int = 20,
+    dtype: str = "fp32",
+    device: str | None = None,
+    cache_dir: str | Path | None = None,
+    cpu_threads: int | None = None,
+    timeout_s: float = 1800.0,
+    time_budget_s: float | None = None,
+    data: str | Path | None = None,
+    seed: int = 0,
+) -> BenchOptions:
+    """Check every bench option and fill the defaults, before any model is built.
+
+    Args:
+        models: suite names (default: the whole suite, in :data:`~sagemaker_tc.bench.suite.SUITE` order).
+        size: ``tiny`` or ``full``.
+        variants: default all four, ``eager`` first.
+        batch_size, seq_len: default per size (:data:`DEFAULTS`).
+        steps: >= 3 (a first step plus steady steps to take the median of).
+        dtype: ``fp32`` or ``bf16``.
+        device: ``cpu`` or ``cuda``; None picks ``cuda`` when torch sees a GPU, else ``cpu``.
+        cache_dir, cpu_threads, timeout_s, time_budget_s, data, seed: see :class:`BenchOptions`.
+
+    Raises:
+        BenchError: an unknown model/variant/size/dtype/device, a number out of range, a sequence
+            longer than a model's positions, ``cuda`` without a GPU, ``bf16`` on a GPU without
+            bf16 (compute capability < 8.0). The message says what is accepted.
+    """
+    check_size(size)
+    _check_choice("dtype", dtype, DTYPES)
+    names = tuple(models) if models else tuple(SUITE)
+    for name in names:
+        get_spec(name)
+    if len(set(names)) != len(names):
+        raise BenchError(f"models listed twice: {', '.join(names)}")
+    chosen = tuple(variants) if variants else VARIANTS
+    for variant in chosen:
+        check_variant(variant)
+    if len(set(chosen)) != len(chosen):
+        raise BenchError(f"variants listed twice: {', '.join(chosen)}")
+    batch_size = DEFAULTS[size]["batch_size"] if batch_size is None else batch_size
+    seq_len = DEFAULTS[size]["seq_len"] if seq_len is None else seq_len
+    if batch_size < 1:
+        raise BenchError(f"batch_size must be >= 1 (got {batch_size})")
+    for name in names:
+        check_seq_len(get_spec(name), seq_len)
+    if steps < 3:
+        raise BenchError(f"steps must be >= 3: the first step compiles, the median is over the rest (got {steps})")
+    if cpu_threads is not None and cpu_threads < 1:
+        raise BenchError(f"cpu_threads must be >= 1 (got {cpu_threads})")
+    if timeout_s <= 0:
+        raise BenchError(f"timeout_s must be > 0 (got {timeout_s})")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise BenchError(f"time_budget_s must be > 0 (got {time_budget_s})")
+    if device is not None:
+        _check_choice("device", device, DEVICES)
+    has_cuda, gpu_name, gpu_bf16 = _cuda_info() if device in (None, "cuda") else (False, None, False)
+    if device == "cuda" and not has_cuda:
+        raise BenchError("device 'cuda' asked for, but torch sees no CUDA GPU; accepted here: cpu")
+    device = device or ("cuda" if has_cuda else "cpu")
+    if device == "cuda" and dtype == "bf16" and not gpu_bf16:
+        raise BenchError(
+            f"dtype 'bf16' needs a GPU with bf16 (compute capability >= 8.0); {gpu_name} has none: use fp32"
+        )
+    if cache_dir is not None:
+        cache_dir = Path(cache_dir).resolve()
+        if cache_dir.exists() and not cache_dir.is_dir():
+            raise BenchError(f"cache_dir {cache_dir} exists and is not a folder")
+    return BenchOptions(
+        models=names,
+        size=size,
+        variants=chosen,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        steps=steps,
+        dtype=dtype,
+        device=device,
+        device_name=gpu_name if device == "cuda" else hardware.environment()["cpu"],
+        cache_dir=cache_dir,
+        cpu_threads=cpu_threads,
+        timeout_s=timeout_s,
+        time_budget_s=time_budget_s,
+        data=Path(data) if data is not None else None,
+        seed=seed,
+    )
+
+
+def _variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    # Triton's cache then lives under the Inductor cache dir (torch/_inductor/runtime/cache_dir_utils.py),
+    # so "cold" and "warm" cover it too.
+    if env.pop("TRITON_CACHE_DIR", None) is not None:
+        logger.info("TRITON_CACHE_DIR is ignored by the bench: Triton's cache follows TORCHINDUCTOR_CACHE_DIR")
+    if options.cpu_threads is not None:
+        env["OMP_NUM_THREADS"] = str(options.cpu_threads)
+    # The bench's own package must import in the child even when run from a source checkout.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_variant_process(
+    options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path, timeout_s: float
+) -> dict:
+    """Run one (model, variant) in a fresh Python process, for at most ``timeout_s`` seconds, and
+    return its result dict (never raises for a failed variant: the dict then has ``status``
+    ``"failed"`` and ``error``)."""
+    stem = f"{model}--{variant}"
+    spec = WorkerSpec(
+        model=model,
+        size=options.size,
+        variant=variant,
+        batch_size=options.batch_size,
+        seq_len=options.seq_len,
+        steps=options.steps,
+        dtype=options.dtype,
+        device=options.device,
+        data_path=str(data_path),
+        seed=options.seed,
+    )
+    spec_path, result_path, log_path = (workdir / f"{stem}.{ext}" for ext in ("spec.json", "result.json", "log"))
+    spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
+    if options.cache_dir is not None:
+        cache_dir = options.cache_dir / model / variant
+        cache_state = "warm" if cache_dir.is_dir() and any(cache_dir.iterdir()) else "cold"
+    else:
+        cache_dir = workdir / "inductor-cache" / stem
+        cache_state = "cold"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "sagemaker_tc.bench.worker", str(spec_path), str(result_path)]
+    logger.info("bench: %s / %s (%s compile cache %s)", model, variant, cache_state, cache_dir)
+    started = time.perf_counter()
+    with open(log_path, "w", encoding="utf-8") as log:
+        # Its own process group, so a timeout also ends Inductor's compile workers it started.
+        process = subprocess.Popen(
+            command, env=_variant_env(options, cache_dir), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            returncode: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            returncode = None
+    wall_s = time.perf_counter() - started
+    if result_path.exists():
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    elif returncode is None:
+        result = {"status": "failed", "error": f"timed out after {timeout_s:.0f} s"}
+    else:
+        result = {"status": "failed", "error": f"exited {returncode} without a result:\n{_tail(log_path)}"}
+    result.pop("spec", None)
+    result.update(model=model, variant=variant, cache=cache_state, process_wall_s=wall_s)
+    if result["status"] != "ok":
+        logger.warning("bench: %s / %s failed: %s", model, variant, result.get("error"))
+    return result
+
+
+def _finish_row(row: dict, baseline: dict | None, options: BenchOptions) -> dict:
+    """Add speedups and MFU to a variant's result."""
+    ok = row.get("status") == "ok"
+    row["speedup_vs_eager"] = None
+    if ok and baseline and baseline.get("status") == "ok" and row.get("step_ms") and baseline.get("step_ms"):
+        row["speedup_vs_eager"] = baseline["step_ms"] / row["step_ms"]
+    peak = hardware.peak_flops(row.get("device_name"), options.dtype) if ok else None
+    row["mfu"] = hardware.mfu(row.get("flops_per_sample"), row.get("samples_per_s"), peak) if ok else None
+    return row
+
+
+def run_bench(options: BenchOptions, *, command: str | None = None) -> dict[str, Any]:
+    """Run every (model, variant) of ``options`` and return the result document.
+
+    Returns:
+        A JSON-ready dict: ``schema``, ``created`` (UTC, ISO 8601), ``command``, ``options``,
+        ``device`` (type, name, peak FLOP/s for the dtype or None), ``environment``
+        (:func:`~sagemaker_tc.bench.hardware.environment` plus torch's CUDA version), the rules
+        behind the figures (``rules``), and ``results``: one row per (model, variant) with
+        ``samples_per_s`` (samples/s), ``step_ms`` (ms, median of steady steps), ``first_step_s``
+        (s), ``peak_memory_bytes`` (bytes) and ``peak_memory_kind``, ``recompiles`` (int), ``mfu``
+        (fraction or None), ``speedup_vs_eager`` (eager's step_ms / the row's; exactly 1.0 for
+        eager), plus the worker's other fields (:func:`sagemaker_tc.bench.worker.run_variant`).
+    """
+    num_rows = options.batch_size * min(options.steps, MAX_DISTINCT_BATCHES)
+    data = tokenize_sst2(num_rows, options.seq_len, options.data)
+    rows: list[dict] = []
+    workdir = Path(tempfile.mkdtemp(prefix="sagemaker-tc-bench-"))
+    try:
+        data_path = workdir / "data.json"
+        data_path.write_text(json.dumps(data.to_dict()), encoding="utf-8")
+        started = time.perf_counter()
+        for model in options.models:
+            results = {}
+            for variant in options.variants:
+                timeout_s = options.timeout_s
+                if options.time_budget_s is not None:
+                    timeout_s = min(timeout_s, options.time_budget_s - (time.perf_counter() - started))
+                if timeout_s <= 0:
+                    error = f"time budget of {options.time_budget_s:.0f} s spent before this variant"
+                    results[variant] = {"status": "skipped", "error": error, "model": model, "variant": variant}
+                    logger.warning("bench: %s / %s skipped: %s", model, variant, error)
+                    continue
+                results[variant] = run_variant_process(options, model, variant, workdir, data_path, timeout_s)
+            for variant in options.variants:
+                rows.append(_finish_row(results[variant], results.get(BASELINE), options))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    environment = hardware.environment()
+    first_ok = next((row for row in rows if row.get("status") == "ok"), {})
+    environment["versions"]["torch_runtime"] = first_ok.get("torch")
+    environment["cuda"] = first_ok.get("cuda")
+    peak = hardware.gpu_peak(options.device_name) if options.device == "cuda" and options.device_name else None
+    option_dict = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()}
+    return {
+        "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "options": option_dict,
+        "device": {
+            "type": options.device,
+            "name": options.device_name,
+            "peak_flops": (peak.bf16_flops if options.dtype == "bf16" else peak.fp32_flops) if peak else None,
+            "peak_source": peak.source if peak else None,
+        },
+        "environment": environment,
+        "data": {"source": data.source, "rows": num_rows, "tokenizer": "all-MiniLM-L6-v2 (BERT uncased WordPiece)"},
+        "rules": RULES,
+        "results": rows,
+    }
+
+
+RULES = {
+    "step_ms": "median wall time of the steady steps (after the first, no dynamo compile during the step), ms",
+    "samples_per_s": "batch_size / median steady step time",
+    "first_step_s": "wall time of the first optimizer step (includes compilation for compiled variants), s",
+    "peak_memory": "CUDA: torch.cuda.max_memory_allocated during training; CPU: the variant process's peak RSS",
+    "recompiles": "dynamo compilations of an already-compiled frame (compile id N/k, k > 0)",
+    "mfu": "flops_per_sample * samples_per_s / peak FLOP/s of the GPU for the dtype (null on CPU or unknown GPU)",
+    "flops_per_sample": "6 x (weight elements x rows multiplied, all nn.Linear/Conv1D calls of one sample's "
+    "forward) ~ 6 N per token (Kaplan et al. 2020, sec. 2.1); attention scores left out",
+    "speedup_vs_eager": "eager step_ms / variant step_ms (same model)",
+}

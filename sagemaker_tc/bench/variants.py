@@ -1,0 +1,146 @@
+"""The bench variants: how each one builds its model and optimizer. Imports torch lazily.
+
+- ``eager``: what a plain PyTorch loop does by default: the model as ``transformers`` builds it
+  (default attention; SDPA for every suite model in transformers 5.x) and
+  ``torch.optim.AdamW(model.parameters(), lr=...)`` with torch's defaults (foreach on CUDA,
+  the per-parameter loop on CPU).
+- ``eager-tuned``: eager plus the two switches a careful user flips: SDPA attention asked for
+  explicitly, and ``AdamW(fused=True)`` where torch has a fused kernel for the device (CUDA, CPU
+  since torch 2.4; else foreach, recorded).
+- ``sagemaker-tc``: eager-tuned, then ``sagemaker_tc.compile_model(model, config=TrainingCompilerConfig())``:
+  regional compilation (each repeated block, in place) with TorchInductor, from the first step
+  (:func:`sagemaker_tc_config`).
+- ``hf-torch-compile``: what ``Trainer(args=TrainingArguments(torch_compile=True))`` does. transformers
+  (``TrainingArguments.__post_init__``, "Torch Compile" section) sets ``torch_compile_backend="inductor"``;
+  ``Trainer.create_accelerator_and_postprocess`` builds ``TorchDynamoPlugin(backend="inductor",
+  mode=None, dynamic=None)`` (``transformers/trainer.py``), whose ``to_kwargs()`` keeps only the fields
+  that differ from a default plugin, i.e. ``{"backend": "inductor"}``
+  (``accelerate/utils/dataclasses.py``, ``KwargsHandler.to_kwargs`` / ``TorchDynamoPlugin.to_kwargs``);
+  ``use_regional_compilation`` stays False, so ``Accelerator.prepare_model`` runs
+  ``model = torch.compile(model, **kwargs)`` on the WHOLE model (``accelerate/accelerator.py``,
+  ``prepare_model``, "torch.compile should be called last"). Read in transformers 5.24 and
+  accelerate 1.15. Trainer's default optimizer on torch >= 2.8 is ``adamw_torch_fused``
+  (``TrainingArguments.default_optim``), i.e. ``AdamW(fused=True)``, used here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+VARIANTS: tuple[str, ...] = ("eager", "eager-tuned", "sagemaker-tc", "hf-torch-compile")
+BASELINE = "eager"
+LEARNING_RATE = 5e-5
+"""Transformers ``TrainingArguments.learning_rate``'s default; it does not change step time."""
+
+
+@dataclass
+class PreparedVariant:
+    """A variant's model, ready to train, and what it is made of.
+
+    Attributes:
+        model: the module to call (for ``hf-torch-compile``, the ``OptimizedModule`` wrapper).
+        optimizer: the AdamW optimizer over the model's parameters.
+        details: what was chosen (attention implementation, optimizer implementation, compile
+            call), for the result file.
+    """
+
+    model: Any
+    optimizer: Any
+    details: dict[str, Any]
+
+
+def _adamw(params: Any, *, fused: bool) -> tuple[torch.optim.Optimizer, str]:
+    """AdamW with torch's defaults, or fused when asked and the device has a fused kernel."""
+    import torch
+
+    params = list(params)
+    if not fused:
+        return torch.optim.AdamW(params, lr=LEARNING_RATE), "default"
+    try:
+        return torch.optim.AdamW(params, lr=LEARNING_RATE, fused=True), "fused"
+    except RuntimeError:
+        # No fused kernel for this device/dtype: torch's next best multi-tensor implementation.
+        return torch.optim.AdamW(params, lr=LEARNING_RATE, foreach=True), "foreach (fused unsupported)"
+
+
+def sagemaker_tc_config(**fields: Any) -> Any:
+    """``TrainingCompilerConfig(**fields)`` that compiles from the very first optimizer step.
+
+    Newer runtimes can run a few eager "baseline" steps before compiling (a ``baseline_steps``
+    config field) and can choose an error policy (``policy``); when the installed config has them,
+    ``baseline_steps`` defaults to 0 here so a compiled run's first step is its compilation and every
+    later step is compiled (as in ``hf-torch-compile``). Fields passed in ``fields`` win.
+
+    Raises:
+        ConfigError: a field or value the installed config does not accept.
+    """
+    from sagemaker_tc.config import TrainingCompilerConfig
+
+    if "baseline_steps" in TrainingCompilerConfig.model_fields:
+        fields.setdefault("baseline_steps", 0)
+    return TrainingCompilerConfig(**fields)
+
+
+def compiled_regions(model: torch.nn.Module) -> int:
+    """How many modules carry an in-place ``Module.compile()`` (0 for an uncompiled model)."""
+    return sum(1 for m in model.modules() if getattr(m, "_compiled_call_impl", None) is not None)
+
+
+def check_variant(variant: str) -> str:
+    """Return ``variant`` if it is one of :data:`VARIANTS`.
+
+    Raises:
+        BenchError: any other name (the message lists the accepted ones).
+    """
+    from sagemaker_tc.bench.errors import BenchError
+
+    if variant not in VARIANTS:
+        raise BenchError(f"unknown variant {variant!r}; accepted: {', '.join(VARIANTS)}")
+    return variant
+
+
+def build(variant: str, name: str, size: str, device: torch.device) -> torch.nn.Module:
+    """Build suite model ``name`` at ``size`` on ``device`` with the attention ``variant`` asks for
+    (uncompiled, in training mode). Seed torch first for identical weights across variants.
+
+    Raises:
+        BenchError: unknown variant, model or size.
+    """
+    from sagemaker_tc.bench.suite import build_model
+
+    tuned = check_variant(variant) in ("eager-tuned", "sagemaker-tc")
+    return build_model(name, size, attn_implementation="sdpa" if tuned else None).to(device)
+
+
+def finish(variant: str, model: torch.nn.Module) -> PreparedVariant:
+    """Give a :func:`build` model its optimizer and compile it as ``variant`` prescribes (see the
+    module docstring).
+
+    Raises:
+        BenchError: unknown variant.
+    """
+    import torch
+
+    optimizer, optimizer_kind = _adamw(model.parameters(), fused=check_variant(variant) != "eager")
+    details: dict[str, Any] = {
+        "attn_implementation": model.config._attn_implementation,
+        "optimizer": f"AdamW ({optimizer_kind})",
+        "compile": None,
+        "compiled_regions": 0,
+    }
+    if variant == "sagemaker-tc":
+        from sagemaker_tc import compile_model
+
+        config = sagemaker_tc_config()
+        compile_model(model, config=config)
+        details["compile"] = f"sagemaker_tc.compile_model(model, config={config!r})"
+        details["compiled_regions"] = compiled_regions(model)
+    elif variant == "hf-torch-compile":
+        details["compile"] = 'torch.compile(model, backend="inductor")'
+        details["compiled_regions"] = 1
+        model = torch.compile(model, backend="inductor")
+    return PreparedVariant(model=model, optimizer=optimizer, details=details)

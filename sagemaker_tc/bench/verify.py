@@ -1,0 +1,399 @@
+"""``sagemaker-tc verify``: does the compiled model train like the eager one?
+
+Two copies of the same model (same weights, dropout off, fp32) train on the same batches with the
+same optimizer for N steps: one eager, one compiled in place by ``sagemaker_tc.compile_model``.
+Every step's loss must agree within a relative tolerance (default 1e-4):
+``|loss_compiled - loss_eager| / |loss_eager| <= rtol``. Dropout is off because eager and
+Inductor draw different random numbers (``shared/design/ARCHITECTURE.md``, compiler facts).
+
+Three entry points: :func:`verify_training` (any model and batches), :func:`verify_suite_model`
+(a suite model on real SST-2 batches) and :func:`verify_script` (``path/to/file.py:function``).
+Imports torch lazily.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError, ScriptLoadError
+
+if TYPE_CHECKING:
+    import torch
+
+    from sagemaker_tc.config import TrainingCompilerConfig
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STEPS = 20
+DEFAULT_RTOL = 1e-4
+DEFAULT_LR = 1e-4
+LossFn = Callable[[Any, Any], Any]
+"""``loss_fn(model, batch) -> scalar tensor``: runs the forward pass and returns the loss."""
+
+
+@dataclass
+class VerifyResult:
+    """The outcome of one verification.
+
+    Attributes:
+        name: what was verified (suite model name or script spec).
+        steps: optimizer steps per side.
+        rtol: the relative tolerance.
+        eager_losses: per-step loss of the eager copy (``steps`` floats).
+        compiled_losses: per-step loss of the compiled copy.
+        rel_diffs: per-step ``|compiled - eager| / |eager|`` (absolute difference when eager is 0).
+        max_rel_diff: the largest of ``rel_diffs``.
+        worst_step: the step (0-based) with ``max_rel_diff``.
+        passed: ``max_rel_diff <= rtol``.
+        compiled_regions: modules ``compile_model`` compiled (0 means nothing was compiled).
+        new_graphs: graphs dynamo compiled during the compiled side's training (0 when this
+            process had compiled the same code before and reused it).
+        dropout_modules_zeroed: ``nn.Dropout`` modules whose ``p`` verify set to 0.
+        eager_seconds: wall time of the eager side's steps, s.
+        compiled_seconds: wall time of the compiled side's steps including compilation, s.
+        config: the ``TrainingCompilerConfig`` used, as a dict.
+    """
+
+    name: str
+    steps: int
+    rtol: float
+    eager_losses: list[float]
+    compiled_losses: list[float]
+    rel_diffs: list[float]
+    max_rel_diff: float
+    worst_step: int
+    passed: bool
+    compiled_regions: int
+    new_graphs: int
+    dropout_modules_zeroed: int
+    eager_seconds: float
+    compiled_seconds: float
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return asdict(self)
+
+
+def disable_dropout(model: torch.nn.Module) -> int:
+    """Set ``p = 0`` on every ``torch.nn`` dropout module of ``model`` (Hugging Face attention reads
+    its dropout probability from those modules or from the config). Returns how many were changed."""
+    import torch
+
+    kinds = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout)
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, kinds) and module.p != 0:
+            module.p = 0.0
+            changed += 1
+    return changed
+
+
+def default_loss(model: Any, batch: Any) -> Any:
+    """The loss of one batch when no ``loss_fn`` is given.
+
+    The batch is passed as ``model(**batch)`` for a mapping, ``model(*batch)`` for a tuple or list,
+    else ``model(batch)``. The loss is the output's ``.loss`` (Hugging Face models given labels),
+    its ``"loss"`` entry, or the output itself when it is a one-element tensor.
+
+    Raises:
+        BenchError: the output holds no loss (give ``loss_fn(model, batch)``).
+    """
+    import torch
+
+    if isinstance(batch, Mapping):
+        output = model(**batch)
+    elif isinstance(batch, (tuple, list)):
+        output = model(*batch)
+    else:
+        output = model(batch)
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, Mapping):
+        loss = output.get("loss")
+    if loss is None and isinstance(output, torch.Tensor) and output.numel() == 1:
+        loss = output
+    if loss is None:
+        raise BenchError(
+            f"cannot find a loss in the model's output ({type(output).__name__}): return a scalar tensor or an "
+            "output with .loss (e.g. a Hugging Face model given labels), or pass loss_fn(model, batch) -> loss"
+        )
+    return loss
+
+
+def train_losses(
+    model: torch.nn.Module, batches: Sequence[Any], *, steps: int, lr: float, loss_fn: LossFn
+) -> tuple[list[float], float]:
+    """Train ``model`` for ``steps`` AdamW steps (``lr``, torch's other defaults) on ``batches``
+    (cycled) and return each step's loss (taken before that step's update) and the wall time, s."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses = []
+    started = time.perf_counter()
+    for step in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model, batches[step % len(batches)])
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses, time.perf_counter() - started
+
+
+def _relative(compiled: float, eager: float) -> float:
+    difference = abs(compiled - eager)
+    return difference / abs(eager) if eager != 0 else difference
+
+
+def _check_deterministic(model: torch.nn.Module, batch: Any, loss_fn: LossFn, rtol: float) -> None:
+    import torch
+
+    with torch.no_grad():
+        first, second = float(loss_fn(model, batch)), float(loss_fn(model, batch))
+    # Much tighter than rtol, loose enough for kernel-level float noise on GPUs.
+    if _relative(second, first) > rtol / 100:
+        raise ModelNotDeterministicError(
+            f"two eager forward passes of the same batch gave losses {first!r} and {second!r}: the model has "
+            "randomness verify cannot turn off (functional dropout, sampling); make it deterministic in train mode"
+        )
+
+
+def verify_config(**fields: Any) -> TrainingCompilerConfig:
+    """The compile config verify uses by default: ``TrainingCompilerConfig(**fields)`` compiling from
+    the first step, and, where the installed config has an error policy, ``policy="strict"`` (a
+    compiler failure must fail the check, not fall back to eager and pass trivially).
+
+    Raises:
+        ConfigError: a field or value the installed config does not accept.
+    """
+    from sagemaker_tc.bench.variants import sagemaker_tc_config
+    from sagemaker_tc.config import TrainingCompilerConfig
+
+    if "policy" in TrainingCompilerConfig.model_fields:
+        fields.setdefault("policy", "strict")
+    return sagemaker_tc_config(**fields)
+
+
+def verify_training(
+    model: torch.nn.Module,
+    batches: Sequence[Any],
+    *,
+    loss_fn: LossFn | None = None,
+    steps: int = DEFAULT_STEPS,
+    rtol: float = DEFAULT_RTOL,
+    lr: float = DEFAULT_LR,
+    seed: int = 0,
+    config: TrainingCompilerConfig | None = None,
+    name: str = "model",
+    raise_on_mismatch: bool = True,
+) -> VerifyResult:
+    """Train an eager copy and a compiled copy of ``model`` and compare their per-step losses.
+
+    ``model`` itself is left untouched: both sides are ``copy.deepcopy`` copies, put in training
+    mode with every dropout module's ``p`` set to 0; the compiled copy goes through
+    ``sagemaker_tc.compile_model(copy, config=config)``. Both train with AdamW(``lr``) on the same
+    ``batches`` (cycled; tensors must already be on the model's device), after ``torch.manual_seed(seed)``.
+
+    Args:
+        model: any ``torch.nn.Module`` (fp32).
+        batches: one or more batches (a one-batch list repeats that batch every step).
+        loss_fn: ``loss_fn(model, batch) -> scalar loss``; default :func:`default_loss`.
+        steps: optimizer steps per side (>= 1).
+        rtol: largest accepted relative loss difference (>= 0).
+        lr: AdamW learning rate.
+        seed: torch seed set before each side trains.
+        config: the compile config (default :func:`verify_config`: Inductor, regional, from the first step).
+        name: what to call the model in messages and the result.
+        raise_on_mismatch: raise on a mismatch (True) or just return the failed result.
+
+    Returns:
+        A :class:`VerifyResult`.
+
+    Raises:
+        BenchError: ``steps`` < 1, ``rtol`` < 0, no batches, or no loss in the model's output.
+        ModelNotDeterministicError: the eager model is not deterministic in train mode.
+        NumericalMismatchError: some step's losses differ by more than ``rtol`` (its ``result``
+            holds both curves).
+    """
+    import torch
+
+    from sagemaker_tc import compile_model
+    from sagemaker_tc.bench.measure import dynamo_counts
+    from sagemaker_tc.bench.variants import compiled_regions
+
+    if steps < 1:
+        raise BenchError(f"steps must be >= 1 (got {steps})")
+    if rtol < 0:
+        raise BenchError(f"rtol must be >= 0 (got {rtol})")
+    if not batches:
+        raise BenchError("verify needs at least one batch")
+    loss_fn = loss_fn or default_loss
+    config = config or verify_config()
+    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
+    zeroed = 0
+    for side in (eager, compiled):
+        side.train()
+        zeroed = disable_dropout(side)
+    _check_deterministic(eager, batches[0], loss_fn, rtol)
+    eager.load_state_dict(compiled.state_dict())  # undo any buffer update (e.g. BatchNorm) of the check
+
+    torch.manual_seed(seed)
+    eager_losses, eager_seconds = train_losses(eager, batches, steps=steps, lr=lr, loss_fn=loss_fn)
+    compile_model(compiled, config=config)
+    graphs_before = dynamo_counts().graphs
+    torch.manual_seed(seed)
+    compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
+
+    diffs = [_relative(c, e) for c, e in zip(compiled_losses, eager_losses, strict=True)]
+    worst = max(range(steps), key=diffs.__getitem__)
+    result = VerifyResult(
+        name=name,
+        steps=steps,
+        rtol=rtol,
+        eager_losses=eager_losses,
+        compiled_losses=compiled_losses,
+        rel_diffs=diffs,
+        max_rel_diff=diffs[worst],
+        worst_step=worst,
+        passed=diffs[worst] <= rtol,
+        compiled_regions=compiled_regions(compiled),
+        new_graphs=dynamo_counts().graphs - graphs_before,
+        dropout_modules_zeroed=zeroed,
+        eager_seconds=eager_seconds,
+        compiled_seconds=compiled_seconds,
+        config=config.model_dump(),
+    )
+    if result.compiled_regions == 0 and config.compiles:
+        logger.warning("verify %s: compile_model compiled nothing, so the comparison proves nothing", name)
+    logger.info("verify %s: max relative loss difference %.3g (step %d), rtol %.3g", name, diffs[worst], worst, rtol)
+    if not result.passed and raise_on_mismatch:
+        raise NumericalMismatchError(
+            f"{name}: compiled and eager training disagree at step {worst}: loss {compiled_losses[worst]!r} "
+            f"(compiled) vs {eager_losses[worst]!r} (eager), relative difference {diffs[worst]:.3g} > rtol {rtol:g}",
+            result,
+        )
+    return result
+
+
+def verify_suite_model(
+    name: str,
+    size: str = "tiny",
+    *,
+    batch_size: int = 4,
+    seq_len: int = 32,
+    device: str = "cpu",
+    data: str | Path | None = None,
+    **kwargs: Any,
+) -> VerifyResult:
+    """:func:`verify_training` on suite model ``name`` (dropout off, random weights from ``seed``)
+    with real SST-2 batches of ``batch_size`` x ``seq_len`` tokens (a new batch each step, cycling
+    over up to 4).
+
+    Raises:
+        BenchError: unknown model or size, ``seq_len`` beyond the model's positions, ``batch_size`` < 1,
+            a device other than cpu/cuda or cuda without a GPU; and what :func:`verify_training` raises.
+    """
+    import torch
+
+    from sagemaker_tc.bench.data import tokenize_sst2
+    from sagemaker_tc.bench.suite import build_model, check_seq_len, check_size, get_spec, make_batches
+
+    spec = get_spec(name)
+    check_size(size)
+    check_seq_len(spec, seq_len)
+    if batch_size < 1:
+        raise BenchError(f"batch_size must be >= 1 (got {batch_size})")
+    if device not in ("cpu", "cuda"):
+        raise BenchError(f"unknown device {device!r}; accepted: cpu, cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BenchError("device 'cuda' asked for, but torch sees no CUDA GPU; accepted here: cpu")
+    steps = kwargs.get("steps", DEFAULT_STEPS)
+    tokens = tokenize_sst2(batch_size * max(1, min(steps, 4)), seq_len, Path(data) if data else None)
+    torch.manual_seed(kwargs.get("seed", 0))
+    model = build_model(name, size, dropout=False).to(device)
+    batches = make_batches(model, name, tokens, batch_size, device)
+    return verify_training(model, batches, name=f"{name} ({size})", **kwargs)
+
+
+def load_script(target: str) -> tuple[torch.nn.Module, list[Any], LossFn | None]:
+    """Load ``"path/to/file.py:function"`` (or ``"package.module:function"``), call the function
+    with no arguments, and return what it built.
+
+    The function returns one of:
+
+    - ``(model, batch)``: the batch is repeated every step;
+    - ``(model, batch, loss_fn)``: ``loss_fn(model, batch) -> scalar loss`` computes the loss;
+    - a dict with ``"model"``, ``"batch"`` or ``"batches"`` (a list, cycled), and optionally ``"loss_fn"``.
+
+    Without ``loss_fn`` the loss is :func:`default_loss`'s. Seed torch inside the function if its
+    randomness matters; verify copies the model, so it is built once.
+
+    Raises:
+        ScriptLoadError: bad ``target``, missing file/module/function, the function raised, or it
+            returned something else.
+    """
+    import torch
+
+    path_part, sep, function_name = target.rpartition(":")
+    if not sep or not path_part or not function_name.isidentifier():
+        raise ScriptLoadError(f"--script must be PATH.py:FUNCTION or MODULE:FUNCTION (got {target!r})")
+    if path_part.endswith(".py") or Path(path_part).exists():
+        path = Path(path_part).resolve()
+        if not path.is_file():
+            raise ScriptLoadError(f"script {path} does not exist")
+        module_name = f"_sagemaker_tc_verify_{abs(hash(str(path)))}"
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ScriptLoadError(f"cannot load {path} as a Python module")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as error:
+            raise ScriptLoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
+    else:
+        try:
+            module = importlib.import_module(path_part)
+        except ImportError as error:
+            raise ScriptLoadError(f"cannot import module {path_part!r}: {error}") from error
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ScriptLoadError(f"{path_part} has no function {function_name!r}")
+    try:
+        built = function()
+    except Exception as error:
+        raise ScriptLoadError(f"{target}() raised {type(error).__name__}: {error}") from error
+    loss_fn = None
+    if isinstance(built, Mapping):
+        model = built.get("model")
+        batches = built.get("batches") or ([built["batch"]] if "batch" in built else None)
+        loss_fn = built.get("loss_fn")
+    elif isinstance(built, tuple) and len(built) in (2, 3):
+        model, batches = built[0], [built[1]]
+        loss_fn = built[2] if len(built) == 3 else None
+    else:
+        model, batches = None, None
+    if not isinstance(model, torch.nn.Module) or not batches or (loss_fn is not None and not callable(loss_fn)):
+        raise ScriptLoadError(
+            f"{target}() must return (model, batch), (model, batch, loss_fn) or a dict with 'model', "
+            f"'batch' or 'batches', optional 'loss_fn'; got {type(built).__name__}"
+        )
+    return model, list(batches), loss_fn
+
+
+def verify_script(target: str, **kwargs: Any) -> VerifyResult:
+    """:func:`verify_training` on what ``target``'s function builds (see :func:`load_script`).
+
+    Raises:
+        ScriptLoadError: see :func:`load_script`; and what :func:`verify_training` raises.
+    """
+    model, batches, loss_fn = load_script(target)
+    return verify_training(model, batches, loss_fn=loss_fn, name=target, **kwargs)

@@ -1,0 +1,170 @@
+"""One bench variant in its own process: ``python -m sagemaker_tc.bench.worker SPEC.json RESULT.json``.
+
+A fresh process per variant keeps dynamo's state (compiled code, recompile counts) and the peak
+memory figure to that variant alone, and lets the parent point ``TORCHINDUCTOR_CACHE_DIR`` at a
+fresh folder so the first step is a cold compile.
+
+SPEC.json holds :class:`WorkerSpec`'s fields; RESULT.json receives :func:`run_variant`'s dict, or
+``{"status": "failed", "error": ...}`` when the variant raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one variant process runs.
+
+    Attributes:
+        model: suite model name.
+        size: ``tiny`` or ``full``.
+        variant: one of :data:`sagemaker_tc.bench.variants.VARIANTS`.
+        batch_size: samples per step.
+        seq_len: tokens per sample.
+        steps: optimizer steps to time (the first one includes compilation).
+        dtype: ``fp32``, or ``bf16`` (autocast mixed precision with fp32 weights, as
+            ``Trainer(bf16=True)`` does through accelerate).
+        device: ``cpu`` or ``cuda``.
+        data_path: JSON file of :class:`~sagemaker_tc.bench.data.TokenizedSST2`.
+        seed: torch seed before building the model (same weights in every variant).
+    """
+
+    model: str
+    size: str
+    variant: str
+    batch_size: int
+    seq_len: int
+    steps: int
+    dtype: str
+    device: str
+    data_path: str
+    seed: int = 0
+
+
+def run_variant(spec: WorkerSpec) -> dict[str, Any]:
+    """Train ``spec.model`` for ``spec.steps`` steps as ``spec.variant`` and measure it.
+
+    Each step is ``zero_grad``, forward (under bf16 autocast if asked), ``loss.backward()``,
+    ``optimizer.step()``, then a CUDA synchronize; its wall time is measured with
+    ``time.perf_counter``. Batches are real SST-2 rows, a new batch each step (cycling), all moved
+    to the device before timing.
+
+    Returns:
+        A JSON-ready dict: ``step_seconds`` (every step, seconds), ``compiled_during`` (whether dynamo
+        compiled during each step), ``first_step_s``, ``step_ms`` (median of the steady steps: every
+        step after the first during which nothing compiled; None if there is none),
+        ``samples_per_s`` (``batch_size`` / median steady step), ``tokens_per_s``,
+        ``peak_memory_bytes`` and ``peak_memory_kind``, dynamo's ``graphs``, ``recompiles``,
+        ``graph_breaks``, ``dynamo_compile_s``, ``flops_per_sample``, ``losses`` (first and last),
+        ``device_name``, ``torch``/``cuda`` versions, ``torch_threads``, the host's 1-minute load
+        average before and after the steps (``load_avg_1m``: other work competing for the CPU shows
+        here), and the variant's ``details``.
+    """
+    import torch
+
+    from sagemaker_tc.bench import measure, variants
+    from sagemaker_tc.bench.data import TokenizedSST2
+    from sagemaker_tc.bench.suite import make_batches
+
+    device = torch.device(spec.device)
+    measure.prepare_dynamo_counts()
+    data = TokenizedSST2.from_dict(json.loads(Path(spec.data_path).read_text(encoding="utf-8")))
+    torch.manual_seed(spec.seed)
+    model = variants.build(spec.variant, spec.model, spec.size, device)
+    batches = make_batches(model, spec.model, data, spec.batch_size, device)
+    # Counted before compiling, in every variant alike: one no-grad eager forward of one sample.
+    flops_per_sample = measure.training_flops_per_sample(model, batches[0])
+    prepared = variants.finish(spec.variant, model)
+    model, optimizer = prepared.model, prepared.optimizer
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=spec.dtype == "bf16")
+    measure.reset_peak_memory(device)
+    load_before = os.getloadavg()[0]
+
+    step_seconds: list[float] = []
+    compiled_during: list[bool] = []
+    losses = []
+    for step in range(spec.steps):
+        batch = batches[step % len(batches)]
+        frames_before = measure.dynamo_counts().frames_compiled
+        started = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        step_seconds.append(time.perf_counter() - started)
+        compiled_during.append(measure.dynamo_counts().frames_compiled != frames_before)
+        losses.append(loss.detach())
+        logger.info("%s %s step %d: %.4f s", spec.model, spec.variant, step, step_seconds[-1])
+
+    load_after = os.getloadavg()[0]
+    steady = [s for i, s in enumerate(step_seconds) if i > 0 and not compiled_during[i]]
+    step_s = statistics.median(steady) if steady else None
+    memory_bytes, memory_kind = measure.peak_memory(device)
+    counts = measure.dynamo_counts()
+    loss_values = [float(value) for value in losses]
+    return {
+        "status": "ok",
+        "step_seconds": step_seconds,
+        "compiled_during": compiled_during,
+        "steady_steps": len(steady),
+        "first_step_s": step_seconds[0],
+        "step_ms": step_s * 1000 if step_s else None,
+        "samples_per_s": spec.batch_size / step_s if step_s else None,
+        "tokens_per_s": spec.batch_size * spec.seq_len / step_s if step_s else None,
+        "peak_memory_bytes": memory_bytes,
+        "peak_memory_kind": memory_kind,
+        "graphs": counts.graphs,
+        "frames_compiled": counts.frames_compiled,
+        "recompiles": counts.recompiles,
+        "graph_breaks": counts.graph_breaks,
+        "dynamo_compile_s": counts.compile_seconds,
+        "flops_per_sample": flops_per_sample,
+        "loss_first": loss_values[0],
+        "loss_last": loss_values[-1],
+        "losses_finite": all(value == value and abs(value) != float("inf") for value in loss_values),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "torch_threads": torch.get_num_threads(),
+        "load_avg_1m": [load_before, load_after],
+        "details": prepared.details,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: read the spec, run it, write the result; exit 1 (with the error in the result file)
+    when the variant raised."""
+    args = sys.argv[1:] if argv is None else argv
+    spec_path, result_path = Path(args[0]), Path(args[1])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    spec = WorkerSpec(**json.loads(spec_path.read_text(encoding="utf-8")))
+    try:
+        result = run_variant(spec)
+        code = 0
+    except Exception as error:  # any failure: the parent reports it in the variant's row
+        traceback.print_exc()
+        result = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+        code = 1
+    result["spec"] = asdict(spec)
+    result_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
