@@ -70,8 +70,7 @@ def _adamw(params: Any, *, fused: bool) -> tuple[torch.optim.Optimizer, str]:
 def sagemaker_tc_config(**fields: Any) -> Any:
     """``TrainingCompilerConfig(**fields)`` that compiles from the very first optimizer step.
 
-    Newer runtimes can run a few eager "baseline" steps before compiling (a ``baseline_steps``
-    config field) and can choose an error policy (``policy``); when the installed config has them,
+    The runtime's default runs 3 eager baseline steps before compiling (``baseline_steps``);
     ``baseline_steps`` defaults to 0 here so a compiled run's first step is its compilation and every
     later step is compiled (as in ``hf-torch-compile``). Fields passed in ``fields`` win.
 
@@ -80,8 +79,7 @@ def sagemaker_tc_config(**fields: Any) -> Any:
     """
     from sagemaker_tc.config import TrainingCompilerConfig
 
-    if "baseline_steps" in TrainingCompilerConfig.model_fields:
-        fields.setdefault("baseline_steps", 0)
+    fields.setdefault("baseline_steps", 0)
     return TrainingCompilerConfig(**fields)
 
 

@@ -168,17 +168,15 @@ def _check_deterministic(model: torch.nn.Module, batch: Any, loss_fn: LossFn, rt
 
 def verify_config(**fields: Any) -> TrainingCompilerConfig:
     """The compile config verify uses by default: ``TrainingCompilerConfig(**fields)`` compiling from
-    the first step, and, where the installed config has an error policy, ``policy="strict"`` (a
-    compiler failure must fail the check, not fall back to eager and pass trivially).
+    the first step, with ``policy="strict"`` (a compiler failure must fail the check, not fall back
+    to eager and pass trivially).
 
     Raises:
         ConfigError: a field or value the installed config does not accept.
     """
     from sagemaker_tc.bench.variants import sagemaker_tc_config
-    from sagemaker_tc.config import TrainingCompilerConfig
 
-    if "policy" in TrainingCompilerConfig.model_fields:
-        fields.setdefault("policy", "strict")
+    fields.setdefault("policy", "strict")
     return sagemaker_tc_config(**fields)
 
 

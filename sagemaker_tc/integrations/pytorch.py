@@ -112,6 +112,12 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     RECORDER.integration = RECORDER.integration or "pytorch"
     connect_runtime()
     if config.compiles:
+        if getattr(getattr(model, "config", None), "use_cache", None) is True and model.training:
+            logger.warning(
+                "compile_model: %s has config.use_cache=True; training forwards build a KV cache that makes each "
+                "compiled layer recompile. Set model.config.use_cache = False for training.",
+                type(model).__name__,
+            )
         plan = RUNTIME.attach(model, config)
         RECORDER.plan = plan
         logger.info(

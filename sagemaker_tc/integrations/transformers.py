@@ -46,6 +46,7 @@ def prepare_training(model, train_dataloader, optimizer, config: TrainingCompile
     if torch_compile:
         logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
         return
+    _training_without_kv_cache(model)
     plan = RUNTIME.attach(model, config)
     RECORDER.plan = plan
     logger.info(
@@ -66,6 +67,30 @@ def prepare_training(model, train_dataloader, optimizer, config: TrainingCompile
         logger.warning("Shape bucketing is on but the training dataloader has no collate_fn to wrap: not bucketed")
 
 
+_USE_CACHE_SAVED = "_sagemaker_tc_use_cache"
+
+
+def _training_without_kv_cache(model) -> None:
+    """Turn off ``config.use_cache`` while training (restored at train end).
+
+    Decoder models (GPT-2, T5, ...) build a KV cache in every training forward when ``use_cache``
+    is on, though training never reads it; each compiled block then guards on the cache's state
+    and recompiles once per layer until dynamo's recompile limit (measured: a 12-layer GPT-2 hit
+    ``recompile_limit`` (8) and ran its last blocks uncompiled; with ``use_cache=False``, 1 graph).
+    """
+    config = getattr(model, "config", None)
+    if getattr(config, "use_cache", None) is True:
+        config.use_cache = False
+        setattr(model, _USE_CACHE_SAVED, True)
+        logger.info("config.use_cache is off while training (a KV cache makes each compiled layer recompile)")
+
+
+def _restore_kv_cache(model) -> None:
+    if model is not None and getattr(model, _USE_CACHE_SAVED, False):
+        model.config.use_cache = True
+        delattr(model, _USE_CACHE_SAVED)
+
+
 def _callback_class():
     from transformers import TrainerCallback
 
@@ -81,6 +106,9 @@ def _callback_class():
 
         def on_step_begin(self, args, state, control, **kwargs):
             RECORDER.begin_step()
+
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            _restore_kv_cache(model)
 
         def on_step_end(self, args, state, control, optimizer=None, **kwargs):
             if optimizer is not None:
