@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint docs strip-notebooks clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(VENV)/.demo-installed: pyproject.toml constraints.txt | $(VENV)/bin/python
 	$(PIP_INSTALL) -e ".[runtime,examples]"
 	touch $@
 
-# The tests need the same plus the test tools.
+# The tests need the same plus the test tools (pytest, moto, mkdocs, nbclient, hadolint, ...).
 $(VENV)/.dev-installed: $(VENV)/.demo-installed
 	$(PIP_INSTALL) -e ".[runtime,examples,bench,dev]"
 	touch $@
@@ -28,5 +28,13 @@ test: $(VENV)/.dev-installed
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 
+# The documentation site (docs/, mkdocs.yml) into site/; `make test` builds it too (tests/test_docs.py).
+docs: $(VENV)/.dev-installed
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+# Committed notebooks carry no outputs (tests/test_notebooks.py checks it).
+strip-notebooks: $(VENV)/.dev-installed
+	$(PY) notebooks/strip_outputs.py
+
 clean:
-	rm -rf $(VENV) sagemaker-tc-output .pytest_cache
+	rm -rf $(VENV) sagemaker-tc-output notebooks/sagemaker-tc-output notebooks/byo_loop site .pytest_cache

@@ -1,0 +1,241 @@
+"""docs/: the site builds with ``mkdocs build --strict``, every Python code block runs (or compiles,
+where it needs AWS or SDK v2), the generated reference matches the code and data, and the
+troubleshooting page covers every error class and every message the package raises."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import json
+import os
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+import sagemaker_tc
+from sagemaker_tc.errors import SagemakerTCError
+
+DOCS = REPO / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+TROUBLESHOOTING = DOCS / "troubleshooting.md"
+FENCE = re.compile(
+    r"(?:<!-- docs-test: (?P<mode>[a-z-]+): (?P<why>[^>]+?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)```", re.S
+)
+# Built-in exceptions whose raise sites are internal invariants, not messages for users.
+INTERNAL_RAISES = {"AttributeError", "NotImplementedError", "AssertionError"}
+
+
+def load_generator():
+    sys.path.insert(0, str(DOCS / "hooks"))
+    try:
+        return importlib.import_module("generate")
+    finally:
+        sys.path.remove(str(DOCS / "hooks"))
+
+
+def test_site_builds_strict(tmp_path):
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = (tmp_path / "site" / "configuration" / "index.html").read_text()
+    supported = (tmp_path / "site" / "supported" / "index.html").read_text()
+    assert "baseline_steps" in config and "p6e-gb200" in supported and "pytorch-training:2.8-gpu-py312" in supported
+    for page in (tmp_path / "site").rglob("*.html"):
+        assert "generated:" not in page.read_text(), f"{page}: a generated section was not filled"
+    assert not (tmp_path / "site" / "hooks").exists()
+
+
+def code_blocks(page: Path) -> list[tuple[int, str, str | None, str]]:
+    """``(line, language, test mode, code)`` for each fenced block of ``page``."""
+    text = page.read_text(encoding="utf-8")
+    return [
+        (text.count("\n", 0, match.start("code")), match.group("lang"), match.group("mode"), match.group("code"))
+        for match in FENCE.finditer(text)
+    ]
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    """A working folder shaped like a user's project: ``train.py`` and ``code/train.py``."""
+    (tmp_path / "code").mkdir()
+    for target in (tmp_path / "train.py", tmp_path / "code" / "train.py"):
+        shutil.copy(REPO / "examples" / "sst2" / "code" / "train.py", target)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return tmp_path
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_python_code_blocks_run(page, sandbox, capsys):
+    """Each page's ``python`` blocks run in order, in one namespace. A block marked
+    ``<!-- docs-test: compile-only: REASON -->`` (it needs AWS, SDK v2 or a long job) is compiled only."""
+    namespace: dict = {"__name__": "__docs__"}
+    for line, language, mode, code in code_blocks(page):
+        if language != "python":
+            assert mode is None, f"{page.name}:{line}: docs-test markers apply to python blocks"
+            continue
+        compiled = compile(code, f"{page.name}:{line}", "exec")
+        if mode == "compile-only":
+            continue
+        assert mode is None, f"{page.name}:{line}: unknown docs-test mode {mode!r}"
+        exec(compiled, namespace)
+
+
+def test_every_python_block_that_is_skipped_says_why():
+    for page in PAGES:
+        for line, language, _mode, _ in code_blocks(page):
+            assert language, f"{page.name}:{line}: give every code block a language (python, bash, text)"
+    skipped = [(page.name, line) for page in PAGES for line, _, mode, _ in code_blocks(page) if mode]
+    assert len(skipped) <= 4, f"most examples should run; compile-only blocks: {skipped}"
+
+
+def test_config_reference_has_every_field_type_default_and_description():
+    from sagemaker_tc.config import TrainingCompilerConfig
+
+    table = load_generator().config_reference()
+    rows = {row.split("|")[1].strip(" `"): row for row in table.splitlines()[2:]}
+    assert list(rows) == list(TrainingCompilerConfig.model_fields)
+    for name, field in TrainingCompilerConfig.model_fields.items():
+        default = "None" if field.default is None else json.dumps(field.default)
+        assert f"| `{default}` |" in rows[name], name
+        assert field.description and field.description.replace("|", "\\|") in rows[name], name
+    assert '`"inductor" \\| "eager"`' in rows["backend"] and "≥ 0, ≤ 100" in rows["baseline_steps"]
+    assert "<!-- generated: config-reference -->" in (DOCS / "configuration.md").read_text()
+
+
+def test_supported_matrix_comes_from_the_data():
+    from sagemaker_tc.sdk.instances import instance_families
+
+    generator = load_generator()
+    page = (DOCS / "supported.md").read_text()
+    for name in ("instance-families", "dlc-images", "tested-versions", "container-matrix"):
+        assert f"<!-- generated: {name} -->" in page
+    families = generator.instance_families()
+    for kind, names in instance_families().items():
+        assert all(f"`{name}`" in families for name in names), kind
+    images = generator.dlc_images()
+    matrix = json.loads((REPO / "containers" / "matrix.json").read_text())["images"]
+    for entry in matrix:
+        assert f"| `{entry['pytorch_version']}` |" in images
+        if entry.get("transformers_version"):
+            assert f"| `{entry['transformers_version']}` | `{entry['pytorch_version']}` |" in images
+        assert f"`{entry['name']}`" in generator.container_matrix()
+    assert "`1.13`" not in images  # below the runtime's PyTorch minimum
+    assert "| torch |" in generator.tested_versions()
+
+
+def package_modules() -> list[str]:
+    """Every module of the installed sagemaker_tc package, imported."""
+    names = ["sagemaker_tc"]
+    for info in pkgutil.walk_packages(sagemaker_tc.__path__, "sagemaker_tc."):
+        importlib.import_module(info.name)
+        names.append(info.name)
+    return names
+
+
+def error_and_warning_classes() -> set[type]:
+    """Every error class (a ``SagemakerTCError``) and warning class defined in sagemaker_tc."""
+    found = set()
+    for name in package_modules():
+        for value in vars(sys.modules[name]).values():
+            if (
+                isinstance(value, type)
+                and value.__module__.startswith("sagemaker_tc")
+                and (issubclass(value, SagemakerTCError) or issubclass(value, Warning))
+            ):
+                found.add(value)
+    return found
+
+
+def test_troubleshooting_documents_every_error_and_warning_class():
+    page = TROUBLESHOOTING.read_text(encoding="utf-8")
+    classes = error_and_warning_classes()
+    assert {cls.__name__ for cls in classes} >= {"ConfigError", "CompilerFallbackWarning", "ReportNotFoundError"}
+    missing = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in classes if f"`{cls.__name__}`" not in page)
+    assert not missing, f"document these in docs/troubleshooting.md (cause and fix): {missing}"
+
+
+def _message_parts(node: ast.AST) -> list[str] | None:
+    """The literal text of a message argument, split where values are interpolated."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.split(r"%[sdrf]|%\.\d+[fg]", node.value)
+    if isinstance(node, ast.JoinedStr):
+        parts, current = [], ""
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                current += value.value
+            else:
+                parts.append(current)
+                current = ""
+        return [*parts, current]
+    return None
+
+
+def raised_messages() -> list[tuple[str, str]]:
+    """``(where, fragment)`` for every message sagemaker_tc raises, warns or logs as a warning or error:
+    the longest literal stretch of the message (what a reader can search the page for)."""
+    builtin_names = {name for name in dir(builtins) if isinstance(getattr(builtins, name), type)}
+    package_root = Path(sagemaker_tc.__file__).parent
+    found = []
+    for path in sorted(package_root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            call = None
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                name = getattr(node.exc.func, "id", getattr(node.exc.func, "attr", ""))
+                if name in INTERNAL_RAISES or (name in builtin_names and not name.endswith("Error")):
+                    continue
+                call = node.exc
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("warn", "warning", "error"):
+                call = node
+            if call is None or not call.args:
+                continue
+            parts = _message_parts(call.args[0])
+            if not parts:
+                continue
+            fragment = max((" ".join(part.split()) for part in parts), key=len)
+            if len(fragment) >= 12:
+                found.append((f"{path.relative_to(package_root.parent)}:{node.lineno}", fragment))
+    return found
+
+
+def test_troubleshooting_quotes_every_message():
+    page = " ".join(TROUBLESHOOTING.read_text(encoding="utf-8").split())
+    messages = raised_messages()
+    assert len(messages) > 60
+    missing = [f"{where}: {fragment!r}" for where, fragment in messages if fragment not in page]
+    assert not missing, "quote these messages in docs/troubleshooting.md, with cause and fix:\n" + "\n".join(missing)
+
+
+def test_migration_page_covers_what_smtc_users_bring():
+    page = (DOCS / "migration.md").read_text(encoding="utf-8")
+    for topic in (
+        "from sagemaker.huggingface import HuggingFace, TrainingCompilerConfig",
+        "from sagemaker_tc import HuggingFace, TrainingCompilerConfig",
+        "TrainingCompilerConfig(enabled=False)",
+        "TrainingCompilerConfig(debug=True)",
+        "sagemaker_training_compiler_enabled",
+        "pytorchxla",
+        "image_uri=",
+        'instance_type="local"',
+        "xm.mark_step()",
+        'padding="max_length"',
+        "GPU_NUM_DEVICES",
+        "_mp_fn",
+        "disable_profiler",
+        "Re-tune batch size and learning rate",
+        "Found configuration for Training Compiler",
+    ):
+        assert topic in page, topic
