@@ -77,12 +77,17 @@ def text_of(book: nbformat.NotebookNode) -> str:
 
 @pytest.mark.slow
 def test_quickstart_runs(kernel):
-    out = text_of(execute("01_quickstart.ipynb", kernel))
+    book = execute("01_quickstart.ipynb", kernel)
+    out = text_of(book)
     assert "Found configuration for Training Compiler" in out
     assert ": Completed in " in out
     assert "compiled             True" in out
     assert "validation accuracy after 20 steps" in out
     assert "positive | a gorgeous" in out
+    # The bench section: both variants measured side by side, the eager row is the reference.
+    assert "eager             " in out and "speedup vs eager 1.00x" in out
+    assert "sagemaker-tc  " in out
+    assert any("image/png" in output.get("data", {}) for cell in book.cells for output in cell.get("outputs", []))
 
 
 @pytest.mark.slow
