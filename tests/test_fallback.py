@@ -110,22 +110,24 @@ def _no_cxx(tmp_path):
 def test_in_process_fallback_when_the_compiler_cannot_build(tmp_path, monkeypatch):
     import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, _no_cxx(tmp_path)["CXX"]))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    model = small_bert()
-    optimizer = torch.optim.AdamW(model.parameters())
-    runtime = CompilerRuntime()
-    runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
-    with pytest.warns(UserWarning, match="training continues eager"):
-        step(model, optimizer)
-    assert "No working C++ compiler" in runtime.fallback_reason and not runtime.compiled_active
-    step(model, optimizer)  # later steps run eagerly
+    # torch's own config patcher: it restores the setting (monkeypatch would delete it on undo).
+    with inductor_config.patch({"cpp.cxx": (None, _no_cxx(tmp_path)["CXX"])}):
+        model = small_bert()
+        optimizer = torch.optim.AdamW(model.parameters())
+        runtime = CompilerRuntime()
+        runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
+        with pytest.warns(UserWarning, match="training continues eager"):
+            step(model, optimizer)
+        assert "No working C++ compiler" in runtime.fallback_reason and not runtime.compiled_active
+        step(model, optimizer)  # later steps run eagerly
 
-    strict = CompilerRuntime()
-    strict_model = small_bert()
-    strict.attach(strict_model, TrainingCompilerConfig(baseline_steps=0, regional=False, policy="strict"))
-    with pytest.raises(CompilerError, match="policy='strict'"):
-        step(strict_model, torch.optim.AdamW(strict_model.parameters()))
+        strict = CompilerRuntime()
+        strict_model = small_bert()
+        strict.attach(strict_model, TrainingCompilerConfig(baseline_steps=0, regional=False, policy="strict"))
+        with pytest.raises(CompilerError, match="policy='strict'"):
+            step(strict_model, torch.optim.AdamW(strict_model.parameters()))
+    assert inductor_config.cpp.cxx[1] != _no_cxx(tmp_path)["CXX"]  # restored for later tests
 
 
 def loop_job(tmp_path, tiny_bert_dir, config, environment):
