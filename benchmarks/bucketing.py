@@ -99,7 +99,8 @@ def main() -> int:
         "runs": results,
         "machine": {"platform": platform.platform(), "python": sys.version.split()[0]},
     }
-    args.out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    # Paths inside the repository are written relative to it (results are committed).
+    args.out.write_text(json.dumps(payload, indent=2).replace(f"{REPO}/", "") + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0
 

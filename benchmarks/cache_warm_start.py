@@ -74,7 +74,8 @@ def main() -> int:
             "python": sys.version.split()[0],
         },
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    # Paths inside the repository are written relative to it (results are committed).
+    args.out.write_text(json.dumps(result, indent=2).replace(f"{REPO}/", "") + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0 if ratio is not None and ratio <= 0.25 else 1
 
