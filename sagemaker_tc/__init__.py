@@ -6,6 +6,8 @@ Public API (imported lazily, so the container side never loads the SDK and the S
 - ``HuggingFace``, ``PyTorch``: estimators with ``compiler_config``, on sagemaker-core 2.x.
 - ``compile_model``: the one call a plain PyTorch training loop makes.
 - ``BucketCollator``, ``pad_to_bucket``: shape bucketing for a plain loop's batches.
+- ``tune_batch_size``, ``find_max_batch``, ``scale_learning_rate``: batch size and learning rate
+  tuned with the compiler (:mod:`sagemaker_tc.tuning`).
 - the error classes in :mod:`sagemaker_tc.errors`.
 """
 
@@ -15,6 +17,7 @@ from importlib import import_module
 from typing import Any
 
 from sagemaker_tc.errors import (
+    BatchSizeSearchError,
     ChannelNotFoundError,
     CompilerError,
     CompilerFallbackWarning,
@@ -27,6 +30,7 @@ from sagemaker_tc.errors import (
     SagemakerTCError,
     SourceNotFoundError,
     TrainingJobFailedError,
+    TuningError,
     UnsupportedImageError,
     UnsupportedInstanceTypeError,
 )
@@ -40,9 +44,13 @@ _LAZY = {
     "compile_model": "sagemaker_tc.integrations.pytorch",
     "BucketCollator": "sagemaker_tc.compiler.shapes",
     "pad_to_bucket": "sagemaker_tc.compiler.shapes",
+    "tune_batch_size": "sagemaker_tc.tuning.api",
+    "find_max_batch": "sagemaker_tc.tuning.finder",
+    "scale_learning_rate": "sagemaker_tc.tuning.scaling",
 }
 
 __all__ = [
+    "BatchSizeSearchError",
     "BucketCollator",
     "ChannelNotFoundError",
     "CompilerError",
@@ -59,10 +67,14 @@ __all__ = [
     "SourceNotFoundError",
     "TrainingCompilerConfig",
     "TrainingJobFailedError",
+    "TuningError",
     "UnsupportedImageError",
     "UnsupportedInstanceTypeError",
     "compile_model",
+    "find_max_batch",
     "pad_to_bucket",
+    "scale_learning_rate",
+    "tune_batch_size",
 ]
 
 

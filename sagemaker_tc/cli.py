@@ -7,6 +7,8 @@
 - ``sagemaker-tc bench``: eager, eager-tuned, sagemaker-tc and HF ``torch_compile`` training of the
   model suite side by side (:mod:`sagemaker_tc.bench`).
 - ``sagemaker-tc verify``: check that compiled training gives eager's per-step losses.
+- ``sagemaker-tc tune``: the largest batch that trains, eager vs compiled, and samples/s at each
+  (the tested-models table, :mod:`sagemaker_tc.tuning.table`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from sagemaker_tc.bench import commands as bench_commands
 from sagemaker_tc.contract import COMPILER_OUTPUT_DIRNAME, REPORT_FILENAME
 from sagemaker_tc.errors import SagemakerTCError
+from sagemaker_tc.tuning import commands as tune_commands
 
 
 class ReportNotFoundError(SagemakerTCError, FileNotFoundError):
@@ -83,12 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser("report", help="print a job's compiler report as JSON")
     report.add_argument("path", type=Path)
     bench_commands.add_parsers(commands)
+    tune_commands.add_parser(commands)
     options = parser.parse_args(argv)
     try:
         if options.command == "bench":
             return bench_commands.run_bench_command(options, argv)
         if options.command == "verify":
             return bench_commands.run_verify_command(options)
+        if options.command == "tune":
+            return tune_commands.run_tune_command(options, argv)
         if options.command == "launch":
             from sagemaker_tc.container.launcher import run
 

@@ -31,6 +31,12 @@ Policy = Literal["fallback", "strict", "auto"]
 
 MAX_BUCKETS = 16
 AUTO_BUCKETS = "auto"
+AUTO_BATCH = "auto"
+
+LrScaling = Literal["linear", "sqrt", "none"]
+"""How the learning rate follows a batch size changed by ``batch_size``: ``linear`` (Goyal et al.
+2017), ``sqrt`` (Malladi et al. 2022 for Adam), or ``none``. Sources in
+:mod:`sagemaker_tc.tuning.scaling`."""
 
 
 def _describe_validation_error(error: ValidationError) -> str:
@@ -114,6 +120,44 @@ class TrainingCompilerConfig(BaseModel):
         description="Optimizer steps run uncompiled first (the first one as warm-up) to measure the eager step for "
         "break_even_steps. 0 compiles from the first step.",
     )
+
+    batch_size: int | Literal["auto"] | None = Field(
+        default=None,
+        description="Per-device training batch. None: the script's own. 'auto': the largest batch that trains "
+        "(forward, backward, optimizer step) within memory_budget_gib, found at the start of the job for the "
+        "compiled model. An int: that batch. Either way the learning rate follows lr_scaling, warm-up steps and "
+        "max_steps are rescaled to cover the same samples, and report.json records before and after.",
+    )
+    lr_scaling: LrScaling = Field(
+        default="linear",
+        description="Learning-rate rule when batch_size changes the batch: 'linear' (lr x new/old batch), "
+        "'sqrt' (lr x sqrt(new/old), often safer for AdamW) or 'none'. Applies only with batch_size set.",
+    )
+    memory_budget_gib: float | None = Field(
+        default=None,
+        gt=0,
+        description="Peak memory per device that batch_size='auto' may use, GiB. None: 90% of the GPU's memory; "
+        "on CPU, half of the host's available memory (tensor memory, as PyTorch's allocator counts it).",
+    )
+    tune_seq_len: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sequence length batch_size='auto' tries batches at: the longest training sequence. None: "
+        "the largest bucket of a bucket list, else the model's maximum length (e.g. 512 for BERT).",
+    )
+    max_batch_size: int = Field(
+        default=1024,
+        ge=1,
+        le=65536,
+        description="Largest per-device batch batch_size='auto' tries.",
+    )
+
+    @field_validator("batch_size")
+    @classmethod
+    def _check_batch_size(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("give a positive per-device batch, 'auto', or None for the script's own")
+        return value
 
     @field_validator("buckets")
     @classmethod

@@ -73,3 +73,22 @@ class CompilerError(SagemakerTCError, RuntimeError):
 
 class CompilerFallbackWarning(UserWarning):
     """The compiler failed at a compiled call and the job continues uncompiled (``policy="fallback"``)."""
+
+
+class TuningError(SagemakerTCError, ValueError):
+    """A batch-size or learning-rate tuning input is not accepted (a non-positive batch or learning
+    rate, an unknown scaling rule, a budget larger than the device, a model the finder cannot make
+    inputs for). Raised before any try runs."""
+
+
+class BatchSizeSearchError(SagemakerTCError, RuntimeError):
+    """The batch-size finder found no batch that fits: even the smallest tried batch ran out of
+    memory or peaked above the budget.
+
+    Attributes:
+        trials: every try (:class:`sagemaker_tc.tuning.search.Trial`), with its peak and reason.
+    """
+
+    def __init__(self, message: str, trials: list | None = None) -> None:
+        self.trials = list(trials or [])
+        super().__init__(message)

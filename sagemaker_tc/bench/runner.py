@@ -218,6 +218,41 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def run_worker_process(
+    module: str, spec: dict, stem: Path, env: dict[str, str], timeout_s: float
+) -> tuple[dict, float]:
+    """Run ``python -m MODULE STEM.spec.json STEM.result.json`` (output to ``STEM.log``) in its own
+    process group for at most ``timeout_s`` seconds (then the whole group is killed, Inductor's
+    compile workers too).
+
+    Returns:
+        (the result file's dict, or ``{"status": "failed", "error": ...}`` when the process timed
+        out or wrote none; wall seconds).
+    """
+    spec_path, result_path, log_path = (
+        stem.with_name(f"{stem.name}.{ext}") for ext in ("spec.json", "result.json", "log")
+    )
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    command = [sys.executable, "-m", module, str(spec_path), str(result_path)]
+    started = time.perf_counter()
+    with open(log_path, "w", encoding="utf-8") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            returncode = None
+    wall_s = time.perf_counter() - started
+    if result_path.exists():
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    elif returncode is None:
+        result = {"status": "failed", "error": f"timed out after {timeout_s:.0f} s"}
+    else:
+        result = {"status": "failed", "error": f"exited {returncode} without a result:\n{_tail(log_path)}"}
+    return result, wall_s
+
+
 def run_variant_process(
     options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path, timeout_s: float
 ) -> dict:
@@ -237,8 +272,6 @@ def run_variant_process(
         data_path=str(data_path),
         seed=options.seed,
     )
-    spec_path, result_path, log_path = (workdir / f"{stem}.{ext}" for ext in ("spec.json", "result.json", "log"))
-    spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
     if options.cache_dir is not None:
         cache_dir = options.cache_dir / model / variant
         cache_state = "warm" if cache_dir.is_dir() and any(cache_dir.iterdir()) else "cold"
@@ -246,27 +279,10 @@ def run_variant_process(
         cache_dir = workdir / "inductor-cache" / stem
         cache_state = "cold"
     cache_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "sagemaker_tc.bench.worker", str(spec_path), str(result_path)]
     logger.info("bench: %s / %s (%s compile cache %s)", model, variant, cache_state, cache_dir)
-    started = time.perf_counter()
-    with open(log_path, "w", encoding="utf-8") as log:
-        # Its own process group, so a timeout also ends Inductor's compile workers it started.
-        process = subprocess.Popen(
-            command, env=_variant_env(options, cache_dir), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            returncode: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            returncode = None
-    wall_s = time.perf_counter() - started
-    if result_path.exists():
-        result = json.loads(result_path.read_text(encoding="utf-8"))
-    elif returncode is None:
-        result = {"status": "failed", "error": f"timed out after {timeout_s:.0f} s"}
-    else:
-        result = {"status": "failed", "error": f"exited {returncode} without a result:\n{_tail(log_path)}"}
+    result, wall_s = run_worker_process(
+        "sagemaker_tc.bench.worker", asdict(spec), workdir / stem, _variant_env(options, cache_dir), timeout_s
+    )
     result.pop("spec", None)
     result.update(model=model, variant=variant, cache=cache_state, process_wall_s=wall_s)
     if result["status"] != "ok":

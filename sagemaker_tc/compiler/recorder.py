@@ -108,6 +108,7 @@ class JobRecorder:
         self.plan: object | None = None
         self.recompile_limit_hits: list[str] = []
         self.training_compiles = 0  # frames dynamo compiled inside training steps (not in eval)
+        self.batch_tuning: dict | None = None  # the report's batch_tuning (sagemaker_tc.tuning)
         self._variant: str = "eager"
         self._listeners: list = []
         self._label = None

@@ -52,6 +52,7 @@ def build_report(
     training_compiles: int | None = None,
     inductor_cache: dict[str, int] | None = None,
     attention: str | None = None,
+    batch_tuning: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict.
 
@@ -62,7 +63,8 @@ def build_report(
     ``compile_seconds``, ``eager_step_seconds`` and ``steady_step_seconds``. ``cache`` is
     ``{"state": "cold" | "warm" | "disabled", ...}``. ``graphs`` counts every graph dynamo
     compiled (training and evaluation); ``training_compiles`` the frame compilations that happened
-    inside training steps.
+    inside training steps. ``batch_tuning`` is the batch-size/learning-rate change made by the
+    config's ``batch_size`` (:meth:`sagemaker_tc.tuning.decision.TuningDecision.to_dict`), else None.
     """
     ended_compiled = variant is None or variant.startswith("compiled")
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
@@ -106,6 +108,7 @@ def build_report(
         "shapes": shapes,
         "cache": cache or {"state": "disabled"},
         "inductor_cache": inductor_cache,
+        "batch_tuning": batch_tuning,
         "debug": config.debug,
         "versions": _versions(),
     }

@@ -135,6 +135,7 @@ def _finish(config: TrainingCompilerConfig) -> None:
             training_compiles=RECORDER.training_compiles,
             inductor_cache=inductor_cache_counters(),
             attention=RUNTIME.attention,
+            batch_tuning=RECORDER.batch_tuning,
         )
         folder = compiler_dir(os.environ)
         if config.debug:

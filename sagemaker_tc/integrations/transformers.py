@@ -10,6 +10,9 @@ model, optimizer and training dataloader) it:
   BucketCollator` when the config has ``buckets`` (dynamic padding becomes bucketed padding);
 - times each optimizer step (``on_step_begin`` / ``on_step_end``) for the report.
 
+With the config's ``batch_size`` set, ``on_init_end`` (before ``train()`` builds the dataloader)
+finds or sets the per-device batch and rescales the learning rate (:mod:`sagemaker_tc.tuning.trainer`).
+
 A script that sets ``TrainingArguments(torch_compile=True)`` compiles itself (accelerate wraps the
 whole model); the callback then leaves compilation alone and only measures.
 """
@@ -98,9 +101,22 @@ def _callback_class():
         """Compiles the model at train begin and times each optimizer step for the sagemaker-tc
         report (global batch = per-device batch x gradient accumulation x world size)."""
 
-        def on_train_begin(self, args, state, control, model=None, train_dataloader=None, optimizer=None, **kwargs):
+        def on_init_end(self, args, state, control, model=None, **kwargs):
+            config = _job_config()
+            if config is not None and config.batch_size is not None and model is not None:
+                from sagemaker_tc.tuning.trainer import tune_at_init_end
+
+                tune_at_init_end(args, model, config)
+
+        def on_train_begin(
+            self, args, state, control, model=None, train_dataloader=None, optimizer=None, lr_scheduler=None, **kwargs
+        ):
             RECORDER.integration = "transformers"
             config = _job_config()
+            if config is not None and config.batch_size is not None:
+                from sagemaker_tc.tuning.trainer import describe_at_train_begin
+
+                describe_at_train_begin(args, state, train_dataloader, lr_scheduler, optimizer)
             if config is not None and model is not None:
                 prepare_training(model, train_dataloader, optimizer, config, bool(args.torch_compile))
 

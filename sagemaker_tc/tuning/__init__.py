@@ -1,0 +1,13 @@
+"""Batch size and learning rate, tuned with the compiler.
+
+- :func:`~sagemaker_tc.tuning.finder.find_max_batch`: the largest per-device batch that trains
+  within a memory budget, eager or compiled (:mod:`.search` is the bounded search, :mod:`.memory`
+  the measurement).
+- :mod:`.scaling`: the linear and square-root learning-rate rules and the warm-up adjustment.
+- :func:`~sagemaker_tc.tuning.api.tune_batch_size`: both in one call for a plain PyTorch loop;
+  Hugging Face Trainer scripts get it from ``TrainingCompilerConfig(batch_size="auto")``
+  (:mod:`.trainer`).
+- :mod:`.table`: the tested-models table (``sagemaker-tc tune``).
+
+The search and scaling modules import no torch; the rest imports it when called.
+"""

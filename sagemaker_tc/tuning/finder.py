@@ -1,0 +1,284 @@
+"""The max-batch finder: the largest per-device batch that trains (forward, backward, optimizer
+step) within a memory budget, eager or compiled.
+
+Each try (:func:`find_max_batch`) runs ``steps_per_trial`` full training steps (2 by default:
+the optimizer's state only exists from the first ``step()`` on, so the second step is the one
+whose backward pass holds parameters, gradients, optimizer state and activations at once) on a
+fresh optimizer built by ``optimizer_factory``, measures the peak (:mod:`.memory`), and frees
+everything before the next try (gradients, the trial optimizer, the CUDA cache). Running out of
+memory is caught and counts as "does not fit".
+
+The search must not change what the user trains: the model's parameters and buffers are copied to
+the host before the first try and copied back after the last, gradients are cleared, the model's
+train/eval mode and the CPU and CUDA random number generators are restored. The trial optimizer
+is discarded.
+
+Compiled tries compile the same regions the runtime will (each repeated block, or the whole
+model), with ``dynamic=True`` so one compiled graph serves every tried batch size; those
+compilations are discarded afterwards (``torch._dynamo.reset()``), and training compiles its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import TuningError
+from sagemaker_tc.tuning.memory import MemoryBudget, PeakMemory, format_bytes, resolve_budget, tensor_bytes
+from sagemaker_tc.tuning.search import DEFAULT_MAX_TRIES, SearchResult, Trial, search_max_batch
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STEPS_PER_TRIAL = 2
+
+
+@dataclass
+class BatchSizeSearch:
+    """The finder's answer for one model, sequence length, device and mode.
+
+    Attributes:
+        batch_size: the largest per-device batch that fit.
+        compiled: True for compiled tries, False for eager.
+        device: ``"cpu"``, ``"cuda:0"``, ...
+        budget: the memory budget the tries were held to.
+        search: the search's details (first batch too large, exactness, every try).
+        seconds: wall time of the whole search (seconds), compilation included.
+        seq_len: the tried sequence length when the batches were built for one (else None).
+    """
+
+    batch_size: int
+    compiled: bool
+    device: str
+    budget: MemoryBudget
+    search: SearchResult
+    seconds: float
+    seq_len: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "batch_size": self.batch_size,
+            "compiled": self.compiled,
+            "device": self.device,
+            "seq_len": self.seq_len,
+            "budget_bytes": self.budget.bytes,
+            "budget_source": self.budget.source,
+            "search_seconds": self.seconds,
+            **{key: value for key, value in self.search.to_dict().items() if key != "batch_size"},
+        }
+
+
+def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    """``model(**batch)`` for a dict batch (else ``model(*batch)``), and its loss: the output's
+    ``.loss`` (Hugging Face models given labels), else the output itself when it is a scalar tensor.
+
+    Raises:
+        TuningError: the output has no loss (pass ``loss_fn``).
+    """
+    import torch
+
+    output = model(**batch) if isinstance(batch, dict) else model(*batch)
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, torch.Tensor) and output.dim() == 0:
+        loss = output
+    if loss is None:
+        raise TuningError(
+            f"{type(model).__name__}'s output has no .loss and is not a scalar: pass loss_fn(model, batch) -> loss"
+        )
+    return loss
+
+
+def _adamw(params) -> torch.optim.Optimizer:
+    import torch
+
+    return torch.optim.AdamW(params, lr=1e-5)
+
+
+@contextlib.contextmanager
+def _restored(model: torch.nn.Module) -> Iterator[None]:
+    """Put the model's values, gradients, mode and the RNGs back as they were after the block."""
+    import torch
+
+    tensors = list(model.parameters()) + list(model.buffers())
+    saved = [tensor.detach().to("cpu", copy=True) for tensor in tensors]
+    grads = [p.grad for p in model.parameters()]
+    training = model.training
+    cpu_rng = torch.random.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for tensor, value in zip(tensors, saved, strict=True):
+                tensor.copy_(value)
+        for param, grad in zip(model.parameters(), grads, strict=True):
+            param.grad = grad
+        model.train(training)
+        torch.random.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
+
+@contextlib.contextmanager
+def _compiled_regions(model: torch.nn.Module, config: TrainingCompilerConfig) -> Iterator[int]:
+    """Compile the model's regions (as the runtime would) with dynamic shapes for the block; undo
+    after. Yields the number of regions."""
+    import torch
+
+    from sagemaker_tc.compiler.regions import compile_kwargs, find_repeated_blocks
+
+    kwargs = {**compile_kwargs(config), "dynamic": True}
+    blocks = find_repeated_blocks(model) if config.regional else []
+    regions = blocks or [model]
+    previous = [region._compiled_call_impl for region in regions]
+    for region in regions:
+        region._compiled_call_impl = torch.compile(region._call_impl, **kwargs)
+    try:
+        yield len(regions)
+    finally:
+        for region, value in zip(regions, previous, strict=True):
+            region._compiled_call_impl = value
+        torch._dynamo.reset()
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    # The CPU allocator raises a plain RuntimeError when the host refuses an allocation.
+    return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+
+
+def _free(device: torch.device) -> None:
+    import torch
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def find_max_batch(
+    model: torch.nn.Module,
+    make_batch: Callable[[int], Any],
+    *,
+    compiled: bool,
+    config: TrainingCompilerConfig | None = None,
+    budget_gib: float | None = None,
+    max_batch: int = 1024,
+    start: int = 1,
+    multiple_of: int = 1,
+    max_tries: int = DEFAULT_MAX_TRIES,
+    steps_per_trial: int = DEFAULT_STEPS_PER_TRIAL,
+    optimizer_factory: Callable[[Any], Any] | None = None,
+    loss_fn: Callable[[Any, Any], Any] | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    seq_len: int | None = None,
+) -> BatchSizeSearch:
+    """Find the largest per-device batch that trains ``model`` within the memory budget.
+
+    Args:
+        model: the model, already on its training device (the device of its first parameter).
+        make_batch: ``make_batch(b)`` returns one training batch of ``b`` samples on that device
+            (a dict of tensors for ``model(**batch)``, or a tuple for ``model(*batch)``).
+        compiled: True to try the compiled model (regions as ``config`` says, dynamic shapes),
+            False for eager.
+        config: the compiler config for compiled tries (default ``TrainingCompilerConfig()``).
+        budget_gib: the memory budget in GiB; None for the device default (:mod:`.memory`).
+        max_batch, start, multiple_of, max_tries: the search's bounds (:func:`.search.search_max_batch`).
+        steps_per_trial: full training steps per try (>= 2, see the module docstring).
+        optimizer_factory: ``factory(params)`` builds the trial optimizer; default AdamW (two
+            fp32 state tensors per parameter, like Adam and Hugging Face's default ``adamw_torch``).
+        loss_fn: ``loss_fn(model, batch)`` returns the loss; default :func:`default_loss`.
+        autocast_dtype: run forward passes under ``torch.autocast`` with this dtype (e.g.
+            ``torch.bfloat16`` for a bf16 mixed-precision job), else in the model's dtype.
+        seq_len: recorded in the result (the finder itself only sees ``make_batch``).
+
+    Returns:
+        A :class:`BatchSizeSearch`. The model is as it was before the call (module docstring).
+
+    Raises:
+        TuningError: bad arguments, before any try.
+        BatchSizeSearchError: not even the smallest batch fits.
+    """
+    import torch
+
+    if isinstance(steps_per_trial, bool) or not isinstance(steps_per_trial, int) or steps_per_trial < 2:
+        raise TuningError(f"steps_per_trial must be an int >= 2 (got {steps_per_trial!r})")
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    if not parameters:
+        raise TuningError(f"{type(model).__name__} has no trainable parameters: nothing to train")
+    device = parameters[0].device
+    budget = resolve_budget(device, budget_gib)
+    config = config or TrainingCompilerConfig()
+    factory = optimizer_factory or _adamw
+    compute_loss = loss_fn or default_loss
+    base_bytes = tensor_bytes(list(model.parameters()) + list(model.buffers())) if device.type == "cpu" else 0
+    autocast = (
+        torch.autocast(device_type=device.type, dtype=autocast_dtype)
+        if autocast_dtype is not None
+        else contextlib.nullcontext()
+    )
+
+    def try_batch(batch_size: int) -> Trial:
+        started = time.perf_counter()
+        peak, reason = None, None
+        batch = optimizer = loss = None
+        try:
+            with PeakMemory(device, base_bytes) as measure:
+                batch = make_batch(batch_size)
+                optimizer = factory(parameters)
+                for _ in range(steps_per_trial):
+                    optimizer.zero_grad(set_to_none=True)
+                    with autocast:
+                        loss = compute_loss(model, batch)
+                    loss.backward()
+                    optimizer.step()
+                    loss = None
+            peak = measure.peak_bytes
+            if peak is not None and peak > budget.bytes:
+                reason = f"peak {format_bytes(peak)} > budget {format_bytes(budget.bytes)}"
+        except Exception as error:
+            if not _is_out_of_memory(error):
+                raise
+            reason = f"out of memory: {str(error).splitlines()[0][:200]}"
+        finally:
+            batch = optimizer = loss = None
+            for param in parameters:
+                param.grad = None
+            _free(device)
+        trial = Trial(batch_size, reason is None, peak, reason, time.perf_counter() - started)
+        logger.info(
+            "batch %d %s: %s (peak %s, %.1f s)",
+            batch_size,
+            "compiled" if compiled else "eager",
+            "fits" if trial.fits else f"does not fit, {reason}",
+            format_bytes(peak),
+            trial.seconds,
+        )
+        return trial
+
+    started = time.perf_counter()
+    model.train()
+    with _restored(model), _compiled_regions(model, config) if compiled else contextlib.nullcontext():
+        result = search_max_batch(
+            try_batch, start=start, max_batch=max_batch, multiple_of=multiple_of, max_tries=max_tries
+        )
+    return BatchSizeSearch(
+        batch_size=result.batch_size,
+        compiled=compiled,
+        device=str(device),
+        budget=budget,
+        search=result,
+        seconds=time.perf_counter() - started,
+        seq_len=seq_len,
+    )

@@ -1,0 +1,216 @@
+"""``batch_size`` for Hugging Face ``Trainer`` scripts, with no change to the script.
+
+The compile callback (:mod:`sagemaker_tc.integrations.transformers`) calls
+:func:`tune_at_init_end` from ``on_init_end``: the Trainer has moved the model to its device and
+``train()`` has not built the training dataloader yet. The finder runs on synthetic batches at
+the tuned sequence length (:mod:`.synthetic`), with the optimizer class and arguments the Trainer
+will build (``Trainer.get_optimizer_cls_and_kwargs``) and the Trainer's mixed precision
+(``bf16``/``fp16`` autocast). The new values go into the ``TrainingArguments``:
+``per_device_train_batch_size``, ``learning_rate``, ``warmup_steps`` (when given in steps) and
+``max_steps`` (when set).
+
+One reach into the Trainer: it copies the batch size into ``Trainer._train_batch_size`` in
+``__init__``, before ``on_init_end``, and transformers has no public setter for it (its own
+``auto_find_batch_size`` writes that field). The callback finds the Trainer that is calling it (the
+``self`` of ``Trainer.__init__`` on the call stack) and updates that one field. Without it the
+change is not applied and the report says so.
+
+:func:`describe_at_train_begin` then adds what only ``train()`` knows to the report: steps per
+epoch and optimizer steps before/after, the scheduler, the warm-up it resolved, and the learning
+rate the optimizer really starts from.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from typing import Any
+
+from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig
+from sagemaker_tc.tuning.api import record, search_batch
+from sagemaker_tc.tuning.decision import LOG_PREFIX, TuningDecision, plan_tuning
+
+logger = logging.getLogger(__name__)
+_STACK_DEPTH = 12
+_decision: TuningDecision | None = None
+
+
+def _calling_trainer() -> Any:
+    """The ``transformers.Trainer`` whose ``__init__`` is on the call stack, else None."""
+    from transformers import Trainer
+
+    frame = sys._getframe(1)
+    for _ in range(_STACK_DEPTH):
+        if frame is None:
+            break
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Trainer):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+def _optimizer_factory(args: Any, model: Any):
+    """``factory(params)`` building the optimizer the Trainer will build for ``args`` (AdamW by
+    default), so the search counts its state."""
+    from transformers import Trainer
+
+    optimizer_class, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)
+    return lambda params: optimizer_class(params, **kwargs)
+
+
+def _autocast_dtype(args: Any):
+    import torch
+
+    if getattr(args, "bf16", False):
+        return torch.bfloat16
+    if getattr(args, "fp16", False):
+        return torch.float16
+    return None
+
+
+def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> TuningDecision | None:
+    """Apply ``config.batch_size`` to a Trainer being built (module docstring).
+
+    A search that fails (no batch fits, no synthetic inputs for this model, a compiler error in a
+    try) keeps the script's batch and learning rate with a ``BATCH SIZE NOT TUNED`` error line, and
+    the report's ``batch_tuning`` says why; with ``policy="strict"`` it raises instead.
+
+    Returns:
+        The decision, or None when ``config.batch_size`` is None.
+
+    Raises:
+        TuningError, BatchSizeSearchError, or the compiler's error: only with ``policy="strict"``.
+    """
+    global _decision
+    if config.batch_size is None or model is None:
+        return None
+    old_batch = args.per_device_train_batch_size
+    search = None
+    new_batch = config.batch_size
+    if config.batch_size == AUTO_BATCH:
+        try:
+            found = search_batch(
+                model,
+                config,
+                compiled=config.compiles and not args.torch_compile,
+                optimizer_factory=_optimizer_factory(args, model),
+                autocast_dtype=_autocast_dtype(args),
+            )
+        except Exception as error:
+            if config.policy == "strict":
+                raise
+            reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            logger.error(
+                "BATCH SIZE NOT TUNED: the batch-size search failed (%s); keeping the script's batch %d and learning "
+                "rate %g",
+                reason,
+                old_batch,
+                args.learning_rate,
+            )
+            _decision = plan_tuning(
+                requested=AUTO_BATCH,
+                new_batch=old_batch,
+                old_batch=old_batch,
+                learning_rate=args.learning_rate,
+                lr_scaling=config.lr_scaling,
+                warmup_steps=args.warmup_steps,
+                max_steps=args.max_steps,
+                world_size=args.world_size,
+                gradient_accumulation_steps=args.gradient_accumulation_steps,
+            )
+            _decision.applied, _decision.note = False, f"search failed: {reason}"
+            record(_decision)
+            return _decision
+        new_batch, search = found.batch_size, found.to_dict()
+    decision = plan_tuning(
+        requested=config.batch_size,
+        new_batch=int(new_batch),
+        old_batch=old_batch,
+        learning_rate=args.learning_rate,
+        lr_scaling=config.lr_scaling,
+        warmup_steps=args.warmup_steps,
+        max_steps=args.max_steps,
+        world_size=args.world_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        search=search,
+    )
+    trainer = _calling_trainer()
+    if trainer is None or not hasattr(trainer, "_train_batch_size"):
+        decision.applied = False
+        decision.note = "the Trainer calling on_init_end was not found on the call stack: nothing changed"
+        logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
+    else:
+        args.per_device_train_batch_size = decision.per_device_batch[1]
+        args.learning_rate = decision.learning_rate[1]
+        args.warmup_steps = decision.warmup_steps[1]
+        args.max_steps = decision.max_steps[1]
+        trainer._train_batch_size = args.train_batch_size
+    _decision = decision
+    record(decision)
+    return decision
+
+
+def _warmup_resolved(warmup_steps: float, total_steps: int | None) -> int | None:
+    """Warm-up steps as transformers resolves them (``TrainingArguments.get_warmup_steps``): whole
+    steps when >= 1, else a fraction of ``total_steps`` rounded up."""
+    if warmup_steps >= 1:
+        return int(warmup_steps)
+    if total_steps is None:
+        return None
+    return math.ceil(total_steps * warmup_steps)
+
+
+def describe_at_train_begin(args: Any, state: Any, train_dataloader: Any, lr_scheduler: Any, optimizer: Any) -> None:
+    """Add steps per epoch, optimizer steps, the scheduler, resolved warm-up and the optimizer's
+    starting learning rate to the pending decision's report entry, check the Trainer really uses the
+    new batch, and log them (no-op without a decision)."""
+    decision = _decision
+    if decision is None:
+        return
+    dataset = getattr(getattr(train_dataloader, "base_dataloader", train_dataloader), "dataset", None)
+    try:
+        num_samples = len(dataset) if dataset is not None else None
+    except TypeError:  # an iterable dataset has no length
+        num_samples = None
+    applied_lr = None
+    base_lrs = getattr(lr_scheduler, "base_lrs", None)
+    if base_lrs:
+        applied_lr = float(base_lrs[0])
+    elif optimizer is not None and optimizer.param_groups:
+        applied_lr = float(optimizer.param_groups[0].get("initial_lr", optimizer.param_groups[0]["lr"]))
+    schedule = decision.describe_schedule(
+        num_samples,
+        args.num_train_epochs,
+        scheduler=str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+        optimizer_steps_after=state.max_steps,
+        learning_rate_applied=applied_lr,
+    )
+    total_before = (schedule.get("optimizer_steps") or {}).get("before")
+    schedule["trainer_batch_size"] = getattr(state, "train_batch_size", None)
+    schedule["warmup_steps_resolved"] = {
+        "before": _warmup_resolved(decision.warmup_steps[0], total_before),
+        "after": _warmup_resolved(decision.warmup_steps[1], state.max_steps),
+    }
+    used = getattr(state, "train_batch_size", None)
+    expected = decision.per_device_batch[1] * max(1, getattr(args, "n_gpu", 1))
+    if decision.applied and used is not None and used != expected:
+        decision.applied = False
+        decision.note = f"the Trainer trains with batch {used}, not the tuned {expected}"
+        logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
+    record(decision, log=False)
+    steps = schedule.get("steps_per_epoch") or {}
+    logger.info(
+        "%s: steps per epoch %s -> %s; optimizer steps %s -> %s; %s schedule, warm-up %s -> %s steps; optimizer "
+        "starts at learning rate %s",
+        LOG_PREFIX,
+        steps.get("before"),
+        steps.get("after"),
+        total_before,
+        state.max_steps,
+        schedule["scheduler"],
+        schedule["warmup_steps_resolved"]["before"],
+        schedule["warmup_steps_resolved"]["after"],
+        f"{applied_lr:.6g}" if applied_lr is not None else "n/a",
+    )
