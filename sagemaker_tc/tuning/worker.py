@@ -66,7 +66,7 @@ def run_cell(spec: TuneSpec) -> dict[str, Any]:
     data = TokenizedSST2.from_dict(json.loads(Path(spec.data_path).read_text(encoding="utf-8")))
     torch.manual_seed(spec.seed)
     model = variants.build(BENCH_VARIANT[spec.mode], spec.model, spec.size, device)
-    rows = make_batches(model, spec.model, data, len(data.labels))[0]
+    rows = make_batches(model, spec.model, data, len(data.labels), device)[0]
 
     def make_batch(batch_size: int) -> dict:
         # A copy, so the batch's own memory counts in the try.
