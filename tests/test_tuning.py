@@ -408,3 +408,40 @@ def test_tune_command_rejects_bad_options_before_any_work(tmp_path, capsys, extr
     assert main(["tune", "--device", "cpu", "--out", str(tmp_path), *extra]) == 1
     assert message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_finder_restores_eval_mode():
+    from sagemaker_tc.tuning.finder import find_max_batch
+
+    model, make_batch = _tiny_bert_and_batches(seq_len=16)
+    model.eval()
+    find_max_batch(model, make_batch, compiled=False, budget_gib=8 / 1024, start=4, max_batch=8)
+    assert not model.training and not any(m.training for m in model.modules())
+
+
+def test_tune_batch_size_for_a_plain_loop_with_synthetic_batches(fresh_recorder):
+    import torch
+    from conftest import tiny_bert
+
+    import sagemaker_tc
+
+    torch.manual_seed(0)
+    model = tiny_bert()
+    config = TrainingCompilerConfig(backend="eager", batch_size="auto", tune_seq_len=32, memory_budget_gib=0.03)
+    decision = sagemaker_tc.tune_batch_size(
+        model, batch_size=8, learning_rate=1e-4, warmup_steps=10, num_samples=6400, num_epochs=2, config=config
+    )
+    found = decision.per_device_batch[1]
+    assert decision.search["batch_size"] == found and decision.search["seq_len"] == 32
+    assert decision.search["compiled"] is False and decision.search["exact"]
+    assert decision.learning_rate == (1e-4, pytest.approx(1e-4 * found / 8, rel=1e-15))
+    assert decision.warmup_steps == (10, math.ceil(80 / found))
+    assert decision.schedule["steps_per_epoch"] == {"before": 800, "after": math.ceil(6400 / found)}
+    assert decision.schedule["optimizer_steps"] == {"before": 1600, "after": 2 * math.ceil(6400 / found)}
+    assert fresh_recorder.batch_tuning == decision.to_dict()
+    # The synthetic batches are the model's task: token ids and class labels.
+    from sagemaker_tc.tuning.synthetic import batch_maker
+
+    batch = batch_maker(model, 32)(3)
+    assert batch["input_ids"].shape == (3, 32) and batch["labels"].shape == (3,)
+    assert int(batch["input_ids"].max()) < model.config.vocab_size

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.compiler.recorder import RECORDER
 from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig
-from sagemaker_tc.errors import TuningError
+from sagemaker_tc.errors import BatchSizeSearchError, TuningError
 from sagemaker_tc.tuning.decision import TuningDecision, plan_tuning
 from sagemaker_tc.tuning.finder import BatchSizeSearch, find_max_batch
 from sagemaker_tc.tuning.synthetic import batch_maker, max_sequence_length
@@ -88,17 +88,26 @@ def search_batch(
     """
     length = resolve_seq_len(config, model, seq_len) if make_batch is None or seq_len is not None else None
     maker = make_batch or batch_maker(model, length)
-    result = find_max_batch(
-        model,
-        maker,
-        compiled=config.compiles if compiled is None else compiled,
-        config=config,
-        budget_gib=config.memory_budget_gib,
-        max_batch=config.max_batch_size,
-        seq_len=length,
-        **finder_options,
-    )
-    agreed = smallest_across_ranks(result.batch_size)
+    failure: Exception | None = None
+    try:
+        result = find_max_batch(
+            model,
+            maker,
+            compiled=config.compiles if compiled is None else compiled,
+            config=config,
+            budget_gib=config.memory_budget_gib,
+            max_batch=config.max_batch_size,
+            seq_len=length,
+            **finder_options,
+        )
+    except (TuningError, BatchSizeSearchError, RuntimeError) as error:
+        failure = error
+    # Every rank takes part in the exchange, a failed one with 0, so no rank waits for another forever.
+    agreed = smallest_across_ranks(0 if failure is not None else result.batch_size)
+    if failure is not None:
+        raise failure
+    if agreed == 0:
+        raise BatchSizeSearchError("the batch-size search failed on another rank (its log says why)")
     if agreed != result.batch_size:
         logger.info("batch size %d found here; %d is the smallest across ranks and is used", result.batch_size, agreed)
         result.batch_size = agreed

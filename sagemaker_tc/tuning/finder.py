@@ -160,10 +160,13 @@ def _is_out_of_memory(error: BaseException) -> bool:
 
 
 def _free(device: torch.device) -> None:
+    """Give a try's memory back before the next: on CUDA, collect reference cycles and empty the
+    caching allocator (so the next try starts from the same free memory); on CPU, reference counting
+    has already freed the tensors and a full ``gc.collect()`` would cost ~0.2 s per try."""
     import torch
 
-    gc.collect()
     if device.type == "cuda":
+        gc.collect()
         torch.cuda.empty_cache()
 
 
@@ -268,8 +271,8 @@ def find_max_batch(
         return trial
 
     started = time.perf_counter()
-    model.train()
     with _restored(model), _compiled_regions(model, config) if compiled else contextlib.nullcontext():
+        model.train()
         result = search_max_batch(
             try_batch, start=start, max_batch=max_batch, multiple_of=multiple_of, max_tries=max_tries
         )

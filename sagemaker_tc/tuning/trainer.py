@@ -121,7 +121,7 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
                 gradient_accumulation_steps=args.gradient_accumulation_steps,
             )
             _decision.applied, _decision.note = False, f"search failed: {reason}"
-            record(_decision)
+            record(_decision, log=False)
             return _decision
         new_batch, search = found.batch_size, found.to_dict()
     decision = plan_tuning(
@@ -148,7 +148,7 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
         args.max_steps = decision.max_steps[1]
         trainer._train_batch_size = args.train_batch_size
     _decision = decision
-    record(decision)
+    record(decision, log=decision.applied)
     return decision
 
 
