@@ -121,3 +121,34 @@ def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path,
     assert report["compiled"] is True and report["integration"] == "transformers" and report["steps"] == 6
     with tarfile.open(job.model_data.removeprefix("file://")) as tar:
         assert "model.safetensors" in tar.getnames()
+
+
+def test_auto_batch_under_torchrun_agrees_across_ranks(tmp_path, tiny_bert_dir):
+    write_sst2_slice(tmp_path / "train", "train", 96)
+    write_sst2_slice(tmp_path / "validation", "validation", 32)
+    job = PyTorch(
+        "train.py",
+        source_dir=str(REPO / "examples" / "sst2" / "code"),
+        instance_type="local_process",
+        distribution={"torch_distributed": {"enabled": True, "processes_per_host": 2}},
+        hyperparameters={
+            "model_name_or_path": str(tiny_bert_dir),
+            "max_steps": 6,
+            "train_batch_size": 4,
+            "eval_batch_size": 16,
+            "max_length": 32,
+        },
+        compiler_config=TrainingCompilerConfig(
+            backend="eager", batch_size="auto", tune_seq_len=32, memory_budget_gib=0.03, max_batch_size=64
+        ),
+        output_path=str(tmp_path / "out"),
+        max_run=600,
+    )
+    job.fit({"train": str(tmp_path / "train"), "validation": str(tmp_path / "validation")})
+    with tarfile.open(job.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        tuning = json.load(tar.extractfile("compiler/report.json"))["batch_tuning"]
+    found = tuning["per_device_batch"]["after"]
+    assert tuning["applied"] is True and tuning["world_size"] == 2 and 4 < found <= 64
+    assert tuning["global_batch"] == {"before": 8, "after": 2 * found}
+    assert tuning["schedule"]["trainer_batch_size"] == found
+    assert tuning["max_steps"]["after"] == -(-6 * 4 // found)
