@@ -165,3 +165,18 @@ def running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def test_batch_size_nothing_applied_is_reported_not_silent(source_dir, tmp_path, capsys):
+    estimator = PyTorch(
+        "echo.py",
+        source_dir=str(source_dir),
+        instance_type="local_process",
+        compiler_config=TrainingCompilerConfig(batch_size="auto"),
+        output_path=str(tmp_path / "out"),
+    )
+    log = fit(estimator, capsys)
+    report = json.loads(member(estimator.latest_training_job.output_artifacts, "compiler/report.json"))
+    assert report["batch_tuning"]["applied"] is False and report["batch_tuning"]["requested"] == "auto"
+    assert "sagemaker_tc.tune_batch_size" in report["batch_tuning"]["note"]
+    assert "BATCH SIZE NOT TUNED: batch_size='auto' was set, but nothing in the script applied it" in log

@@ -119,6 +119,14 @@ def _finish(config: TrainingCompilerConfig) -> None:
         )
         attached = RUNTIME.config is not None
         variant = RUNTIME.final_label() if attached else None
+        batch_tuning = RECORDER.batch_tuning
+        if config.batch_size is not None and batch_tuning is None:
+            note = (
+                "nothing in the script applied it: a Hugging Face Trainer applies it when it is built; a plain "
+                "PyTorch loop calls sagemaker_tc.tune_batch_size"
+            )
+            logger.warning("BATCH SIZE NOT TUNED: batch_size=%r was set, but %s", config.batch_size, note)
+            batch_tuning = {"requested": config.batch_size, "applied": False, "note": note}
         report = build_report(
             config=config,
             steps=summarize(RECORDER.steps, variant),
@@ -135,7 +143,7 @@ def _finish(config: TrainingCompilerConfig) -> None:
             training_compiles=RECORDER.training_compiles,
             inductor_cache=inductor_cache_counters(),
             attention=RUNTIME.attention,
-            batch_tuning=RECORDER.batch_tuning,
+            batch_tuning=batch_tuning,
         )
         folder = compiler_dir(os.environ)
         if config.debug:
