@@ -136,6 +136,7 @@ class TrainingCompilerConfig(BaseModel):
     memory_budget_gib: float | None = Field(
         default=None,
         gt=0,
+        allow_inf_nan=False,
         description="Peak memory per device that batch_size='auto' may use, GiB. None: 90% of the GPU's memory; "
         "on CPU, half of the host's available memory (tensor memory, as PyTorch's allocator counts it).",
     )
@@ -149,15 +150,19 @@ class TrainingCompilerConfig(BaseModel):
         default=1024,
         ge=1,
         le=65536,
-        description="Largest per-device batch batch_size='auto' tries.",
+        description="Largest per-device batch batch_size='auto' tries (at most 65536).",
     )
 
-    @field_validator("batch_size")
+    @field_validator("batch_size", mode="before")
     @classmethod
-    def _check_batch_size(cls, value: int | str | None) -> int | str | None:
-        if isinstance(value, int) and value < 1:
-            raise ValueError("give a positive per-device batch, 'auto', or None for the script's own")
-        return value
+    def _check_batch_size(cls, value: Any) -> Any:
+        if (
+            value is None
+            or value == AUTO_BATCH
+            or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+        ):
+            return value
+        raise ValueError("accepted: a positive int per-device batch, 'auto', or None for the script's own")
 
     @field_validator("buckets")
     @classmethod

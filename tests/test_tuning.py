@@ -167,12 +167,15 @@ def test_decision_reports_global_batch_and_schedule_before_and_after():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"batch_size": 0}, "batch_size: Value error, give a positive per-device batch"),
-        ({"batch_size": "max"}, "batch_size: got 'max', accepted"),
+        ({"batch_size": 0}, "batch_size: Value error, accepted: a positive int per-device batch"),
+        ({"batch_size": "max"}, "batch_size: Value error, accepted: a positive int per-device batch"),
         ({"lr_scaling": "log"}, "lr_scaling: Input should be 'linear', 'sqrt' or 'none'"),
         ({"memory_budget_gib": -1.0}, "memory_budget_gib: Input should be greater than 0"),
         ({"max_batch_size": 0}, "max_batch_size: Input should be greater than or equal to 1"),
         ({"tune_seq_len": 0}, "tune_seq_len: Input should be greater than or equal to 1"),
+        ({"memory_budget_gib": float("inf")}, "memory_budget_gib: Input should be a finite number"),
+        ({"batch_size": True}, "accepted: a positive int per-device batch, 'auto', or None"),
+        ({"batch_size": 3.5}, "accepted: a positive int per-device batch, 'auto', or None"),
     ],
 )
 def test_bad_tuning_config_is_a_config_error(fields, message):
@@ -242,8 +245,21 @@ def test_finder_refuses_a_model_it_cannot_make_inputs_for():
 
     from sagemaker_tc.tuning.api import search_batch
 
-    with pytest.raises(TuningError, match="cannot build training inputs for Linear"):
-        search_batch(torch.nn.Linear(4, 4), TrainingCompilerConfig(tune_seq_len=8))
+    # Without make_batch, the first error names the real fix (pass make_batch), not the sequence length.
+    with pytest.raises(TuningError, match="cannot build training inputs for Linear.*pass make_batch"):
+        search_batch(torch.nn.Linear(4, 4), TrainingCompilerConfig())
+
+
+def test_finder_refuses_a_make_batch_that_ignores_its_argument_or_is_not_a_function():
+    from sagemaker_tc.tuning.finder import find_max_batch
+
+    model, make_batch = _tiny_bert_and_batches(seq_len=16)
+    with pytest.raises(TuningError, match=r"make_batch\(1\) returned a batch of 4 samples"):
+        find_max_batch(model, lambda b: make_batch(4), compiled=False, budget_gib=0.05)
+    with pytest.raises(TuningError, match="make_batch must be a function"):
+        find_max_batch(model, make_batch(4), compiled=False)
+    with pytest.raises(TuningError, match=r"make_batch\(1\) raised KeyError"):
+        find_max_batch(model, lambda b: {}["x"], compiled=False)
 
 
 def test_finder_with_a_budget_nothing_fits_raises_with_the_tries():
@@ -330,7 +346,8 @@ def test_trainer_search_failure_keeps_the_scripts_batch_and_says_why(tmp_path, m
     tuning = fresh_recorder.batch_tuning
     assert tuning["applied"] is False and tuning["note"].startswith("search failed: BatchSizeSearchError")
     assert tuning["per_device_batch"] == {"before": 8, "after": 8} and trainer.state.train_batch_size == 8
-    assert "BATCH SIZE NOT TUNED" in caplog.text
+    assert [t["batch_size"] for t in tuning["search"]["trials"]] == [8, 4, 2, 1]  # from the script's batch down
+    assert "BATCH SIZE NOT TUNED" in caplog.text and "BATCH SIZE TUNED" not in caplog.text
 
 
 def test_trainer_search_failure_raises_under_strict_policy(tmp_path, monkeypatch, fresh_recorder):
@@ -339,6 +356,9 @@ def test_trainer_search_failure_raises_under_strict_policy(tmp_path, monkeypatch
     )
     with pytest.raises(BatchSizeSearchError):
         _trainer(monkeypatch, config, output_dir=tmp_path, per_device_train_batch_size=8, learning_rate=1e-4)
+    tuning = fresh_recorder.batch_tuning  # recorded before raising: the job's report says what failed
+    assert tuning["applied"] is False and tuning["note"].startswith("search failed: BatchSizeSearchError")
+    assert [t["batch_size"] for t in tuning["search"]["trials"]] == [8, 4, 2, 1]
 
 
 @pytest.mark.slow
@@ -361,8 +381,23 @@ def test_hf_trainer_job_with_auto_batch_trains_with_the_found_batch_and_scaled_l
     assert tuning["schedule"]["trainer_batch_size"] == found
     assert tuning["schedule"]["learning_rate_applied"] == pytest.approx(1e-4 * found / 8, rel=1e-12)
     assert report["steps"] == math.ceil(20 * 8 / found) and report["compiled"] is True
+    # The search's own compile leaves no trace: training's compiles are counted and timed.
+    assert report["training_compiles"] >= 1 and report["compile_seconds"] > 0
+    assert tuning["search"]["trials"][0]["batch_size"] == 8  # the search starts at the script's batch
     assert f"BATCH SIZE TUNED: per-device batch 8 -> {found}" in log
     assert results["eval_loss"] > 0
+
+
+@pytest.mark.slow
+def test_a_tuned_max_steps_inside_the_baseline_is_reported_uncompiled(tmp_path, tiny_bert_dir, capsys):
+    from test_shapes import _epoch
+
+    config = TrainingCompilerConfig(batch_size=32)  # 12 steps of 8 -> 3 steps of 32 = baseline_steps
+    report, _ = _epoch(tmp_path, tiny_bert_dir, config, train_batch_size=8, max_steps=12)
+    log = capsys.readouterr().out
+    assert report["batch_tuning"]["max_steps"] == {"before": 12, "after": 3} and report["steps"] == 3
+    assert report["compiled"] is False and report["fallback_reason"].startswith("no training step ran compiled")
+    assert "max_steps is now 3, no more than baseline_steps=3" in log
 
 
 def test_the_tuning_modules_that_need_no_torch_import_without_it():

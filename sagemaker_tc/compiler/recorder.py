@@ -125,6 +125,14 @@ class JobRecorder:
         logging.getLogger("torch._dynamo.convert_frame").addHandler(_RecompileLimitHandler(self))
         self._hooks_installed = True
 
+    def after_dynamo_reset(self) -> None:
+        """Register the compile callback again after ``torch._dynamo.reset()``, which clears dynamo's
+        callbacks (no-op when the hooks were never installed)."""
+        if self._hooks_installed:
+            from torch._dynamo.callback import callback_handler
+
+            callback_handler.register_start_callback(self._on_compile)
+
     def on_step_end(self, listener, label) -> None:
         """Call ``listener(record)`` after each step; ``label()`` names the variant a step runs."""
         self._listeners.append(listener)

@@ -119,6 +119,13 @@ def _finish(config: TrainingCompilerConfig) -> None:
         )
         attached = RUNTIME.config is not None
         variant = RUNTIME.final_label() if attached else None
+        fallback_reason = RUNTIME.fallback_reason
+        ran_final = any(step.variant == variant for step in RECORDER.steps)
+        if attached and fallback_reason is None and variant.startswith("compiled") and not ran_final:
+            fallback_reason = (
+                f"no training step ran compiled: the job's {len(RECORDER.steps)} step(s) all ran before the switch "
+                f"to compiled (baseline_steps={config.baseline_steps})"
+            )
         batch_tuning = RECORDER.batch_tuning
         if config.batch_size is not None and batch_tuning is None:
             note = (
@@ -133,7 +140,7 @@ def _finish(config: TrainingCompilerConfig) -> None:
             dynamo=dynamo_stats(),
             integration=RECORDER.integration,
             regional=regional,
-            fallback_reason=RUNTIME.fallback_reason,
+            fallback_reason=fallback_reason,
             variant=variant,
             trials=RUNTIME.trials() if attached else None,
             eager_step_seconds=RUNTIME.eager_step_seconds() if attached else None,

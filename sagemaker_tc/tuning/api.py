@@ -18,7 +18,7 @@ from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig
 from sagemaker_tc.errors import BatchSizeSearchError, TuningError
 from sagemaker_tc.tuning.decision import TuningDecision, plan_tuning
 from sagemaker_tc.tuning.finder import BatchSizeSearch, find_max_batch
-from sagemaker_tc.tuning.synthetic import batch_maker, max_sequence_length
+from sagemaker_tc.tuning.synthetic import batch_maker, check_supported_head, max_sequence_length
 
 if TYPE_CHECKING:
     import torch
@@ -86,6 +86,8 @@ def search_batch(
         TuningError, BatchSizeSearchError: as :func:`find_max_batch`; TuningError also when no
             sequence length or synthetic batch can be made.
     """
+    if make_batch is None:
+        check_supported_head(model)
     length = resolve_seq_len(config, model, seq_len) if make_batch is None or seq_len is not None else None
     maker = make_batch or batch_maker(model, length)
     failure: Exception | None = None
@@ -160,6 +162,10 @@ def tune_batch_size(
     """
     from sagemaker_tc.integrations.pytorch import resolve_config
 
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise TuningError(
+            f"batch_size (the loop's current per-device batch) must be a positive int (got {batch_size!r})"
+        )
     config = resolve_config(config)
     target = config.batch_size if config.batch_size is not None else AUTO_BATCH
     search = None
@@ -169,6 +175,7 @@ def tune_batch_size(
             config,
             make_batch=make_batch,
             seq_len=seq_len,
+            start=batch_size,
             optimizer_factory=optimizer_factory,
             loss_fn=loss_fn,
             autocast_dtype=autocast_dtype,
@@ -191,7 +198,9 @@ def tune_batch_size(
     if num_samples is not None:
         decision.describe_schedule(num_samples, num_epochs, optimizer_steps_after=None)
         steps = decision.schedule.get("steps_per_epoch")
-        if steps and num_epochs is not None and max_steps <= 0:
+        if max_steps > 0:
+            decision.schedule["optimizer_steps"]["after"] = decision.max_steps[1]
+        elif steps and num_epochs is not None:
             decision.schedule["optimizer_steps"]["after"] = math.ceil(num_epochs * steps["after"])
     record(decision)
     return decision

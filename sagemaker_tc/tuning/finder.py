@@ -131,15 +131,25 @@ def _restored(model: torch.nn.Module) -> Iterator[None]:
 @contextlib.contextmanager
 def _compiled_regions(model: torch.nn.Module, config: TrainingCompilerConfig) -> Iterator[int]:
     """Compile the model's regions (as the runtime would) with dynamic shapes for the block; undo
-    after. Yields the number of regions."""
-    import torch
+    after. Yields the number of regions.
 
+    Afterwards the search leaves no trace in dynamo: its compiled code is dropped
+    (``torch._dynamo.reset()``), and dynamo's counters and compilation metrics (what the job's report
+    counts: graphs, recompiles, compile seconds) are put back as they were, so the report describes
+    training alone. The report's compile callback, which ``reset()`` clears, is registered again.
+    """
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+
+    from sagemaker_tc.compiler.recorder import RECORDER
     from sagemaker_tc.compiler.regions import compile_kwargs, find_repeated_blocks
 
     kwargs = {**compile_kwargs(config), "dynamic": True}
     blocks = find_repeated_blocks(model) if config.regional else []
     regions = blocks or [model]
     previous = [region._compiled_call_impl for region in regions]
+    counters = {key: dict(value) for key, value in dynamo_utils.counters.items()}
+    metrics = list(dynamo_utils._compilation_metrics)
     for region in regions:
         region._compiled_call_impl = torch.compile(region._call_impl, **kwargs)
     try:
@@ -148,6 +158,44 @@ def _compiled_regions(model: torch.nn.Module, config: TrainingCompilerConfig) ->
         for region, value in zip(regions, previous, strict=True):
             region._compiled_call_impl = value
         torch._dynamo.reset()
+        dynamo_utils.counters.clear()
+        for key, value in counters.items():
+            dynamo_utils.counters[key].update(value)
+        dynamo_utils._compilation_metrics.clear()
+        dynamo_utils._compilation_metrics.extend(metrics)
+        RECORDER.after_dynamo_reset()
+
+
+def _leading_dim(batch: Any) -> int | None:
+    import torch
+
+    values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else [batch]
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            return int(value.shape[0])
+    return None
+
+
+def _checked_batch(make_batch: Callable[[int], Any], batch_size: int) -> Any:
+    """``make_batch(batch_size)``, checked to hold ``batch_size`` samples.
+
+    Raises:
+        TuningError: ``make_batch`` raised (other than out of memory), or its batch's first tensor
+            does not have ``batch_size`` rows.
+    """
+    try:
+        batch = make_batch(batch_size)
+    except Exception as error:
+        if _is_out_of_memory(error):
+            raise
+        raise TuningError(f"make_batch({batch_size}) raised {type(error).__name__}: {error}") from error
+    rows = _leading_dim(batch)
+    if rows is not None and rows != batch_size:
+        raise TuningError(
+            f"make_batch({batch_size}) returned a batch of {rows} samples: it must return exactly the number asked for "
+            "(the first dimension of its tensors)"
+        )
+    return batch
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
@@ -215,6 +263,8 @@ def find_max_batch(
     """
     import torch
 
+    if not callable(make_batch):
+        raise TuningError(f"make_batch must be a function make_batch(b) -> batch of b samples (got {make_batch!r})")
     if isinstance(steps_per_trial, bool) or not isinstance(steps_per_trial, int) or steps_per_trial < 2:
         raise TuningError(f"steps_per_trial must be an int >= 2 (got {steps_per_trial!r})")
     parameters = [p for p in model.parameters() if p.requires_grad]
@@ -238,7 +288,7 @@ def find_max_batch(
         batch = optimizer = loss = None
         try:
             with PeakMemory(device, base_bytes) as measure:
-                batch = make_batch(batch_size)
+                batch = _checked_batch(make_batch, batch_size)
                 optimizer = factory(parameters)
                 for _ in range(steps_per_trial):
                     optimizer.zero_grad(set_to_none=True)
@@ -275,6 +325,12 @@ def find_max_batch(
         model.train()
         result = search_max_batch(
             try_batch, start=start, max_batch=max_batch, multiple_of=multiple_of, max_tries=max_tries
+        )
+    if result.capped:
+        logger.warning(
+            "batch-size search: the cap itself fits (%d samples); a larger batch may fit too: raise the cap "
+            "(max_batch_size) to search further",
+            result.batch_size,
         )
     return BatchSizeSearch(
         batch_size=result.batch_size,

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -81,8 +82,13 @@ def resolve_budget(device: torch.device, budget_gib: float | None = None) -> Mem
         properties = torch.cuda.get_device_properties(device)
         total, name = properties.total_memory, properties.name
     if budget_gib is not None:
-        if isinstance(budget_gib, bool) or not isinstance(budget_gib, int | float) or not budget_gib > 0:
-            raise TuningError(f"memory budget must be a number of GiB > 0 (got {budget_gib!r})")
+        if (
+            isinstance(budget_gib, bool)
+            or not isinstance(budget_gib, int | float)
+            or not math.isfinite(budget_gib)
+            or budget_gib <= 0
+        ):
+            raise TuningError(f"memory budget must be a finite number of GiB > 0 (got {budget_gib!r})")
         budget = int(budget_gib * GIB)
         if total is not None and budget > total:
             raise TuningError(

@@ -56,6 +56,12 @@ def max_sequence_length(model: Any) -> int | None:
     return None
 
 
+def check_supported_head(model: Any) -> None:
+    """Raise :class:`TuningError` unless synthetic batches can be built for ``model`` (a Hugging
+    Face model with one of :data:`SUPPORTED_HEADS`)."""
+    _task(model)
+
+
 def _task(model: Any) -> str:
     name = type(model).__name__
     for ending in SUPPORTED_HEADS:
@@ -67,8 +73,8 @@ def _task(model: Any) -> str:
             return ending
     raise TuningError(
         f"cannot build training inputs for {name}: batch_size='auto' builds them for Hugging Face models ending in "
-        f"{', '.join(SUPPORTED_HEADS)}. For other models call sagemaker_tc.find_max_batch(model, make_batch, ...) "
-        "with your own batches"
+        f"{', '.join(SUPPORTED_HEADS)}. For other models pass make_batch (b -> one batch of b samples) to "
+        "sagemaker_tc.tune_batch_size or sagemaker_tc.find_max_batch"
     )
 
 

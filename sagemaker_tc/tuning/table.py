@@ -287,8 +287,9 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         for mode in document["options"]["modes"]:
             cell = row.get(mode, {})
             if cell.get("status") == "ok":
+                capped = "+ (the cap fit)" if cell.get("capped") else ""
                 parts.append(
-                    f"{mode} max batch {cell['max_batch']} (peak {format_bytes(cell['peak_bytes_at_max'])}, "
+                    f"{mode} max batch {cell['max_batch']}{capped} (peak {format_bytes(cell['peak_bytes_at_max'])}, "
                     f"{_fmt(cell.get('samples_per_s'), ',.1f')} samples/s)"
                 )
             else:

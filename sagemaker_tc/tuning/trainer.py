@@ -97,18 +97,10 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
                 compiled=config.compiles and not args.torch_compile,
                 optimizer_factory=_optimizer_factory(args, model),
                 autocast_dtype=_autocast_dtype(args),
+                start=old_batch,
             )
         except Exception as error:
-            if config.policy == "strict":
-                raise
             reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-            logger.error(
-                "BATCH SIZE NOT TUNED: the batch-size search failed (%s); keeping the script's batch %d and learning "
-                "rate %g",
-                reason,
-                old_batch,
-                args.learning_rate,
-            )
             _decision = plan_tuning(
                 requested=AUTO_BATCH,
                 new_batch=old_batch,
@@ -119,9 +111,19 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
                 max_steps=args.max_steps,
                 world_size=args.world_size,
                 gradient_accumulation_steps=args.gradient_accumulation_steps,
+                search={"failed": reason, "trials": [t.to_dict() for t in getattr(error, "trials", [])]},
             )
             _decision.applied, _decision.note = False, f"search failed: {reason}"
             record(_decision, log=False)
+            if config.policy == "strict":
+                raise
+            logger.error(
+                "BATCH SIZE NOT TUNED: the batch-size search failed (%s); keeping the script's batch %d and learning "
+                "rate %g",
+                reason,
+                old_batch,
+                args.learning_rate,
+            )
             return _decision
         new_batch, search = found.batch_size, found.to_dict()
     decision = plan_tuning(
@@ -147,6 +149,14 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
         args.warmup_steps = decision.warmup_steps[1]
         args.max_steps = decision.max_steps[1]
         trainer._train_batch_size = args.train_batch_size
+        after = decision.max_steps[1]
+        if config.compiles and 0 < after <= config.baseline_steps:
+            logger.warning(
+                "batch_size: max_steps is now %d, no more than baseline_steps=%d: every step runs in the eager "
+                "baseline and none compiled (lower baseline_steps, or raise max_steps)",
+                after,
+                config.baseline_steps,
+            )
     _decision = decision
     record(decision, log=decision.applied)
     return decision
@@ -200,10 +210,12 @@ def describe_at_train_begin(args: Any, state: Any, train_dataloader: Any, lr_sch
         decision.note = f"the Trainer trains with batch {used}, not the tuned {expected}"
         logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
     record(decision, log=False)
+    if not decision.applied:
+        return
     steps = schedule.get("steps_per_epoch") or {}
     logger.info(
-        "%s: steps per epoch %s -> %s; optimizer steps %s -> %s; %s schedule, warm-up %s -> %s steps; optimizer "
-        "starts at learning rate %s",
+        "%s: steps per epoch %s -> %s; optimizer steps %s -> %s; %s schedule, warm-up %s -> %s steps; the "
+        "scheduler's peak learning rate is %s",
         LOG_PREFIX,
         steps.get("before"),
         steps.get("after"),
