@@ -152,6 +152,12 @@ class TrainingCompilerConfig(BaseModel):
         le=65536,
         description="Largest per-device batch batch_size='auto' tries (at most 65536).",
     )
+    batch_size_multiple: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="batch_size='auto' only tries multiples of this, e.g. 8 so GPU matrix shapes suit tensor cores.",
+    )
 
     @field_validator("batch_size", mode="before")
     @classmethod

@@ -462,13 +462,17 @@ def test_tune_batch_size_for_a_plain_loop_with_synthetic_batches(fresh_recorder)
 
     torch.manual_seed(0)
     model = tiny_bert()
-    config = TrainingCompilerConfig(backend="eager", batch_size="auto", tune_seq_len=32, memory_budget_gib=0.03)
+    config = TrainingCompilerConfig(
+        backend="eager", batch_size="auto", tune_seq_len=32, memory_budget_gib=0.03, batch_size_multiple=4
+    )
     decision = sagemaker_tc.tune_batch_size(
         model, batch_size=8, learning_rate=1e-4, warmup_steps=10, num_samples=6400, num_epochs=2, config=config
     )
     found = decision.per_device_batch[1]
     assert decision.search["batch_size"] == found and decision.search["seq_len"] == 32
     assert decision.search["compiled"] is False and decision.search["exact"]
+    assert found % 4 == 0 and decision.search["first_too_large"] == found + 4
+    assert all(t["batch_size"] % 4 == 0 for t in decision.search["trials"])
     assert decision.learning_rate == (1e-4, pytest.approx(1e-4 * found / 8, rel=1e-15))
     assert decision.warmup_steps == (10, math.ceil(80 / found))
     assert decision.schedule["steps_per_epoch"] == {"before": 800, "after": math.ceil(6400 / found)}

@@ -99,6 +99,7 @@ def search_batch(
             config=config,
             budget_gib=config.memory_budget_gib,
             max_batch=config.max_batch_size,
+            multiple_of=config.batch_size_multiple,
             seq_len=length,
             **finder_options,
         )
