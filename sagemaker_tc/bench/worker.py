@@ -147,23 +147,29 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: read the spec, run it, write the result; exit 1 (with the error in the result file)
-    when the variant raised."""
+def serve(argv: list[str] | None, spec_class: type, run: Any) -> int:
+    """A worker process's body: read ``argv``'s SPEC.json into ``spec_class``, call ``run(spec)``,
+    write its dict (plus the spec) to RESULT.json; when it raised, write ``{"status": "failed",
+    "error": ...}`` instead and return 1 (the parent reports it in that row), else 0."""
     args = sys.argv[1:] if argv is None else argv
     spec_path, result_path = Path(args[0]), Path(args[1])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    spec = WorkerSpec(**json.loads(spec_path.read_text(encoding="utf-8")))
+    spec = spec_class(**json.loads(spec_path.read_text(encoding="utf-8")))
     try:
-        result = run_variant(spec)
+        result = run(spec)
         code = 0
-    except Exception as error:  # any failure: the parent reports it in the variant's row
+    except Exception as error:  # any failure: the parent reports it in the row
         traceback.print_exc()
         result = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
         code = 1
     result["spec"] = asdict(spec)
     result_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one bench variant (:func:`serve` with :func:`run_variant`)."""
+    return serve(argv, WorkerSpec, run_variant)
 
 
 if __name__ == "__main__":

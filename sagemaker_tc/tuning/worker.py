@@ -11,10 +11,8 @@ to that cell alone.
 from __future__ import annotations
 
 import json
-import logging
 import sys
-import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,22 +104,10 @@ def run_cell(spec: TuneSpec) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: read the spec, run the cell, write the result (``{"status": "failed", "error"}``
-    and exit 1 when it raised)."""
-    args = sys.argv[1:] if argv is None else argv
-    spec_path, result_path = Path(args[0]), Path(args[1])
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    spec = TuneSpec(**json.loads(spec_path.read_text(encoding="utf-8")))
-    try:
-        result = run_cell(spec)
-        code = 0
-    except Exception as error:  # any failure: the parent reports it in the cell
-        traceback.print_exc()
-        result = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
-        code = 1
-    result["spec"] = asdict(spec)
-    result_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return code
+    """Entry point: one cell (:func:`sagemaker_tc.bench.worker.serve` with :func:`run_cell`)."""
+    from sagemaker_tc.bench.worker import serve
+
+    return serve(argv, TuneSpec, run_cell)
 
 
 if __name__ == "__main__":
