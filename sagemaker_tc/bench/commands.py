@@ -133,11 +133,17 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
     paths = write_outputs(document, options.out, options.name)
     print(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", file=out)
     failed = [f"{row['model']}/{row['variant']}" for row in document["results"] if row.get("status") != "ok"]
-    if failed:
-        error = VariantFailedError(f"{len(failed)} variant(s) failed or were skipped: {', '.join(failed)}")
-        print(f"sagemaker-tc bench: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return exit_code("bench", "variant", failed)
+
+
+def exit_code(command: str, what: str, failed: list[str]) -> int:
+    """0 when nothing ``failed``; else print one ``VariantFailedError`` line naming them (``what``:
+    ``variant``, ``cell``) on stderr and return 1."""
+    if not failed:
+        return 0
+    error = VariantFailedError(f"{len(failed)} {what}(s) failed or were skipped: {', '.join(failed)}")
+    print(f"sagemaker-tc {command}: {type(error).__name__}: {error}", file=sys.stderr)
+    return 1
 
 
 def _print_verify(result, stream: IO[str]) -> None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from sagemaker_tc.bench.errors import VariantFailedError
+from sagemaker_tc.bench.commands import _configure_logging, _split_names, exit_code
 
 DEFAULT_OUT = Path("sagemaker-tc-output") / "tune"
 
@@ -48,10 +48,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--name", default="tested-models", help="output file stem: NAME.json, NAME.md")
 
 
-def _split(values: list[str] | None) -> list[str] | None:
-    return [name for value in values for name in value.split(",") if name] if values else None
-
-
 def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream: IO[str] | None = None) -> int:
     """Run ``sagemaker-tc tune``: check options, run every cell, print one line per model, write
     the files.
@@ -62,11 +58,10 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
     Raises:
         BenchError, TuningError: bad options (before any work).
     """
-    from sagemaker_tc.bench.commands import _configure_logging
     from sagemaker_tc.tuning.table import resolve_table_options, run_table, summary_lines, write_outputs
 
     table_options = resolve_table_options(
-        models=_split(options.models),
+        models=_split_names(options.models),
         size=options.size,
         seq_len=options.seq_len,
         dtype=options.dtype,
@@ -76,7 +71,7 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
         max_batch=options.max_batch_size,
         multiple_of=options.multiple_of,
         start=options.start,
-        modes=_split(options.modes),
+        modes=_split_names(options.modes),
         cpu_threads=options.cpu_threads,
         timeout_s=options.timeout,
         time_budget_s=options.time_budget,
@@ -96,8 +91,4 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
         for mode in document["options"]["modes"]
         if row.get(mode, {}).get("status") != "ok"
     ]
-    if failed:
-        error = VariantFailedError(f"{len(failed)} cell(s) failed or were skipped: {', '.join(failed)}")
-        print(f"sagemaker-tc tune: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return exit_code("tune", "cell", failed)

@@ -87,6 +87,21 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
     if config.batch_size is None or model is None:
         return None
     old_batch = args.per_device_train_batch_size
+
+    def plan(new_batch: int, search: dict | None):
+        return plan_tuning(
+            requested=config.batch_size,
+            new_batch=new_batch,
+            old_batch=old_batch,
+            learning_rate=args.learning_rate,
+            lr_scaling=config.lr_scaling,
+            warmup_steps=args.warmup_steps,
+            max_steps=args.max_steps,
+            world_size=args.world_size,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            search=search,
+        )
+
     search = None
     new_batch = config.batch_size
     if config.batch_size == AUTO_BATCH:
@@ -101,18 +116,8 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
             )
         except Exception as error:
             reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-            _decision = plan_tuning(
-                requested=AUTO_BATCH,
-                new_batch=old_batch,
-                old_batch=old_batch,
-                learning_rate=args.learning_rate,
-                lr_scaling=config.lr_scaling,
-                warmup_steps=args.warmup_steps,
-                max_steps=args.max_steps,
-                world_size=args.world_size,
-                gradient_accumulation_steps=args.gradient_accumulation_steps,
-                search={"failed": reason, "trials": [t.to_dict() for t in getattr(error, "trials", [])]},
-            )
+            trials = [t.to_dict() for t in getattr(error, "trials", [])]
+            _decision = plan(old_batch, {"failed": reason, "trials": trials})
             _decision.applied, _decision.note = False, f"search failed: {reason}"
             record(_decision, log=False)
             if config.policy == "strict":
@@ -126,18 +131,7 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
             )
             return _decision
         new_batch, search = found.batch_size, found.to_dict()
-    decision = plan_tuning(
-        requested=config.batch_size,
-        new_batch=int(new_batch),
-        old_batch=old_batch,
-        learning_rate=args.learning_rate,
-        lr_scaling=config.lr_scaling,
-        warmup_steps=args.warmup_steps,
-        max_steps=args.max_steps,
-        world_size=args.world_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        search=search,
-    )
+    decision = plan(int(new_batch), search)
     trainer = _calling_trainer()
     if trainer is None or not hasattr(trainer, "_train_batch_size"):
         decision.applied = False
