@@ -48,12 +48,38 @@ ENV_OUTPUT_DATA_DIR = "SM_OUTPUT_DATA_DIR"
 ENV_OUTPUT_DIR = "SM_OUTPUT_DIR"  # holds the success / failure files
 ENV_MASTER_ADDR = "SM_TC_MASTER_ADDR"  # torchrun rendezvous address override (local_process: 127.0.0.1)
 ENV_MASTER_PORT = "SM_TC_MASTER_PORT"
+ENV_CACHE_OUTCOME = "SM_TC_CACHE"  # the cache load's outcome (JSON), from torchrun's parent launcher to its ranks
+# The toolkit's environment for the script (sagemaker-training, environment.py) that the runtime reads.
+ENV_HOSTS = "SM_HOSTS"  # JSON list of host names, e.g. ["algo-1", "algo-2"]
+ENV_CURRENT_HOST = "SM_CURRENT_HOST"
+ENV_NUM_GPUS = "SM_NUM_GPUS"
+ENV_TRAINING_ENV = "SM_TRAINING_ENV"  # set for every job's script: tells "inside a job" from a laptop run
+ENV_STUDIO_LOCAL_MODE = "SM_STUDIO_LOCAL_MODE"  # "true": the toolkit does not wait on DNS for host names
+# torchrun's per-process variables (torch.distributed.run).
+ENV_RANK = "RANK"
+ENV_LOCAL_RANK = "LOCAL_RANK"
+# torch's own variables the launcher sets (never over a value the user set).
+ENV_INDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
+ENV_TORCH_LOGS = "TORCH_LOGS"
+ENV_TORCH_TRACE = "TORCH_TRACE"
 
 # The launcher file the SDK injects next to the user's code, run by the toolkit as the program.
 LAUNCHER_PROGRAM = "sagemaker_tc_launcher.py"
 # Debug artifacts and the report live here, under $SM_OUTPUT_DATA_DIR (SMTC's DEBUG_PATH).
 COMPILER_OUTPUT_DIRNAME = "compiler"
 REPORT_FILENAME = "report.json"
+
+# Metric lines the runtime prints on stdout (``[sagemaker-tc] name=value``), and the estimator's
+# metric_definitions regexes that read them (so SageMaker charts them like any training metric).
+METRIC_PREFIX = "[sagemaker-tc] "
+METRIC_NAMES = ("compile_seconds", "steady_step_seconds", "samples_per_second", "recompiles", "graph_breaks")
+
+
+def metric_definitions() -> list[dict[str, str]]:
+    """``[{"Name": "compiler:<name>", "Regex": ...}]`` for each of :data:`METRIC_NAMES`: the regex
+    captures the number a ``[sagemaker-tc] <name>=<number>`` line carries."""
+    prefix = METRIC_PREFIX.strip().replace("[", r"\[").replace("]", r"\]")
+    return [{"Name": f"compiler:{name}", "Regex": rf"{prefix} {name}=([0-9.eE+-]+)"} for name in METRIC_NAMES]
 
 
 class CompilerSettings(BaseModel):

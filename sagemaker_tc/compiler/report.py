@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from sagemaker_tc import contract
 from sagemaker_tc.compiler.recorder import DynamoStats, StepSummary
 from sagemaker_tc.config import TrainingCompilerConfig
 
-METRIC_PREFIX = "[sagemaker-tc] "
-METRIC_NAMES = ("compile_seconds", "steady_step_seconds", "samples_per_second", "recompiles", "graph_breaks")
+METRIC_PREFIX = contract.METRIC_PREFIX
+METRIC_NAMES = contract.METRIC_NAMES
 
 
 def break_even_steps(

@@ -17,7 +17,7 @@ from typing import Any
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 from sagemaker.core.workflow.pipeline_context import PipelineSession, runnable_by_pipeline
 
-from sagemaker_tc import contract
+from sagemaker_tc import _internals, contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import (
     ChannelNotFoundError,
@@ -49,12 +49,9 @@ _CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
 # CreateTrainingJob RoleArn: arn:aws[-partition]:iam::<account>:role/<path/name>, 20-2048 chars.
 _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 
-# Metric lines the runtime prints (sagemaker_tc.compiler.report); added to metric_definitions when
-# the compiler is on, so SageMaker charts them like any other training metric.
-COMPILER_METRIC_DEFINITIONS = [
-    {"Name": f"compiler:{name}", "Regex": rf"\[sagemaker-tc\] {name}=([0-9.eE+-]+)"}
-    for name in ("compile_seconds", "steady_step_seconds", "samples_per_second", "recompiles", "graph_breaks")
-]
+# Metric lines the runtime prints (contract.METRIC_NAMES); added to metric_definitions when the
+# compiler is on, so SageMaker charts them like any other training metric.
+COMPILER_METRIC_DEFINITIONS = contract.metric_definitions()
 
 
 def _check_environment(environment: Any) -> dict[str, str]:
@@ -383,7 +380,7 @@ class _FrameworkEstimator:
         if in_pipeline:
             # Building a pipeline definition: hand the request to the step instead of creating a job
             # (TrainingStep reads it back from session.context).
-            session._intercept_create_request(request.to_api_dict(), None, "train")
+            _internals.hand_request_to_pipeline(session, request.to_api_dict())
             return None
         self.latest_training_job = cloud.create_job(request, session)
         self.model_data = None
