@@ -6,16 +6,298 @@ a ``_``-prefixed attribute of torch, transformers or sagemaker-core, or dynamo's
 ``tests/test_internals.py`` calls every wrapper against the installed versions and fails naming the
 symbol that moved.
 
-Imports are lazy (inside each function): the SDK side imports this module without torch.
+"Checked against torch 2.6 to 2.13" means: the symbol exists with this meaning in the torch 2.6.0
+and 2.13.0 sources (and the releases between, read where they differ); the GPU bench machine runs
+torch 2.11. Imports are lazy (inside each function): the SDK side imports this module without torch.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 class InternalAPIMissing(RuntimeError):
     """A private API this module wraps is not in the installed library (it moved or was renamed)."""
+
+
+# -- torch: modules compiled in place ------------------------------------------------------------------
+def compiled_call(module: Any) -> Callable[..., Any] | None:
+    """The callable in ``module._compiled_call_impl`` (None when the module is not compiled).
+
+    ``nn.Module._compiled_call_impl`` is the slot ``Module.compile()`` fills; ``Module.__call__``
+    runs it instead of ``_call_impl`` when set (torch 2.2 to 2.13, ``torch/nn/modules/module.py``).
+    """
+    return getattr(module, "_compiled_call_impl", None)
+
+
+def set_compiled_call(module: Any, function: Callable[..., Any] | None) -> None:
+    """Install ``function`` as what ``module(...)`` runs (None: back to the module's own call)."""
+    module._compiled_call_impl = function
+
+
+def uncompiled_call(module: Any) -> Callable[..., Any]:
+    """``module._call_impl``: the module's call with its hooks, never compiled (torch 2.0 to 2.13).
+
+    This is what ``Module.compile()`` hands to ``torch.compile``, and what a compiled region runs
+    when it falls back to eager.
+    """
+    return module._call_impl
+
+
+# -- torch: AOTAutograd ----------------------------------------------------------------------------------
+def compile_backward_with_forward() -> Callable[[], None]:
+    """From now on, compile each graph's backward together with its forward.
+
+    ``torch._functorch.config.force_non_lazy_backward_lowering`` (torch 2.10 to 2.13): AOTAutograd
+    otherwise compiles the backward at the first ``loss.backward()``, outside the compiled call, so
+    a failing backward compile could not fall back to eager. Without the flag (torch 2.6 to 2.9)
+    nothing changes and a backward compile failure surfaces in ``loss.backward()``.
+
+    Returns:
+        A function that puts the flag back as it was.
+    """
+    import torch._functorch.config as functorch_config
+
+    if not hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+        return lambda: None
+    previous = functorch_config.force_non_lazy_backward_lowering
+    functorch_config.force_non_lazy_backward_lowering = True
+
+    def restore() -> None:
+        functorch_config.force_non_lazy_backward_lowering = previous
+
+    return restore
+
+
+# -- torch: dynamo's counters, compilation records and compile callbacks --------------------------------
+COMPILATION_METRICS_LIMIT = 4096
+"""Dynamo keeps its last 64 compilation records by default; a job keeps enough for its whole life."""
+
+
+def dynamo_counters() -> Any:
+    """``torch._dynamo.utils.counters``: dynamo's ``defaultdict`` of ``Counter`` by category
+    (``"stats"``, ``"graph_break"``, ``"inductor"``, ``"aot_autograd"``; torch 2.0 to 2.13)."""
+    from torch._dynamo.utils import counters
+
+    return counters
+
+
+def compilation_records() -> list[Any]:
+    """Dynamo's compilation records, oldest first: ``torch._dynamo.utils.get_compilation_metrics()``,
+    ``CompilationMetrics`` objects with ``compile_id`` (``"N/k"``: frame N, k-th compile),
+    ``is_forward``, ``entire_frame_compile_time_s``, ``co_name``, ... (torch 2.2 to 2.13;
+    ``recompile_reason`` only from 2.7: read it with ``getattr``)."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return get_compilation_metrics()
+
+
+def keep_compilation_records(limit: int = COMPILATION_METRICS_LIMIT) -> None:
+    """Make dynamo keep ``limit`` compilation records (``set_compilation_metrics_limit``, torch 2.2 to
+    2.13); raising it never drops a record."""
+    from torch._dynamo.utils import set_compilation_metrics_limit
+
+    if len(compilation_records()) <= limit:
+        set_compilation_metrics_limit(limit)
+
+
+@contextmanager
+def dynamo_state_kept() -> Iterator[None]:
+    """Run the block, then forget everything dynamo compiled in it and put its counters and
+    compilation records back as they were (the batch-size finder's tries must not count as the
+    job's compiles). Compile callbacks survive (``torch.compiler.reset()`` would clear them, so they
+    are registered again).
+
+    Uses ``torch._dynamo.utils.counters``, ``torch._dynamo.utils._compilation_metrics`` (the deque
+    behind ``get_compilation_metrics``) and ``torch._dynamo.callback.callback_handler`` (torch 2.6
+    to 2.13).
+    """
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+    from torch._dynamo.callback import callback_handler
+
+    counters = {key: dict(value) for key, value in dynamo_utils.counters.items()}
+    records = list(dynamo_utils._compilation_metrics)
+    starts, ends = list(callback_handler.start_callbacks), list(callback_handler.end_callbacks)
+    try:
+        yield
+    finally:
+        torch.compiler.reset()
+        dynamo_utils.counters.clear()
+        for key, value in counters.items():
+            dynamo_utils.counters[key].update(value)
+        dynamo_utils._compilation_metrics.clear()
+        dynamo_utils._compilation_metrics.extend(records)
+        for callback in starts:
+            if callback not in callback_handler.start_callbacks:
+                callback_handler.register_start_callback(callback)
+        for callback in ends:
+            if callback not in callback_handler.end_callbacks:
+                callback_handler.register_end_callback(callback)
+
+
+def add_compile_start_callback(callback: Callable[[Any], None]) -> Callable[[], None]:
+    """Call ``callback(args)`` whenever torch starts compiling: a dynamo frame, a lazily compiled
+    backward, or a CUDA graph recording (``torch._dynamo.callback.callback_handler``, torch 2.5 to
+    2.13; from 2.8 the callback gets ``CallbackArgs``, whose ``callback_trigger`` says which, before
+    that no argument: ``callback`` must accept both).
+
+    Returns:
+        A function that removes the callback (safe to call twice).
+    """
+    from torch._dynamo.callback import callback_handler
+
+    callback_handler.register_start_callback(callback)
+
+    def remove() -> None:
+        if callback in callback_handler.start_callbacks:
+            callback_handler.remove_start_callback(callback)
+
+    return remove
+
+
+def compile_start_callbacks() -> list[Any]:
+    """The compile start callbacks registered now (a copy; for the tests' leak check)."""
+    from torch._dynamo.callback import callback_handler
+
+    return list(callback_handler.start_callbacks)
+
+
+# -- torch: dynamo's recompile limit and its log line ---------------------------------------------------
+def _recompile_limit_name() -> str:
+    import torch._dynamo.config as dynamo_config
+
+    return "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+
+
+def recompile_limit() -> int:
+    """``torch._dynamo.config.recompile_limit`` (torch 2.7 to 2.13; ``cache_size_limit`` in 2.6, an
+    alias of it later): compiles per code object before dynamo runs it uncompiled."""
+    import torch._dynamo.config as dynamo_config
+
+    return int(getattr(dynamo_config, _recompile_limit_name()))
+
+
+def set_recompile_limit(limit: int) -> None:
+    """Set dynamo's recompile limit (see :func:`recompile_limit`)."""
+    import torch._dynamo.config as dynamo_config
+
+    setattr(dynamo_config, _recompile_limit_name(), limit)
+
+
+RECOMPILE_LIMIT_LOGGER = "torch._dynamo.convert_frame"
+"""The logger dynamo warns on when a function hits the recompile limit (torch 2.6 to 2.13)."""
+
+
+def is_recompile_limit_message(message: str) -> bool:
+    """True for dynamo's "torch._dynamo hit config.recompile_limit (8)" warning
+    (``torch/_dynamo/convert_frame.py``; also ``accumulated_recompile_limit``; torch 2.6 to 2.13):
+    past the limit dynamo runs the frame eagerly and says so only in that line."""
+    return "hit config." in message and "limit" in message
+
+
+# -- torch: structured logs (debug mode) ---------------------------------------------------------------
+GRAPH_BREAK_LOGGERS = (
+    "torch._dynamo.symbolic_convert.__graph_breaks",
+    "torch._dynamo.convert_frame.__graph_breaks",
+    "torch._dynamo.exc.__graph_breaks",
+)
+"""torch's ``graph_breaks`` artifact loggers (``torch._logging.getArtifactLogger(module, artifact)`` is
+named ``"<module>.__<artifact>"``; torch 2.6 to 2.13)."""
+RECOMPILE_LOGGERS = ("torch._dynamo.guards.__recompiles",)
+"""torch's ``recompiles`` artifact logger (torch 2.6 to 2.13)."""
+
+
+def turn_on_compile_logs() -> Callable[[], None]:
+    """Turn torch's ``graph_breaks`` and ``recompiles`` log artifacts on, as ``TORCH_LOGS`` would
+    (``torch._logging.set_logs``, torch 2.1 to 2.13).
+
+    Returns:
+        A function that turns every torch log setting back to its default (``set_logs()``).
+    """
+    import torch._logging
+
+    torch._logging.set_logs(graph_breaks=True, recompiles=True)
+    return torch._logging.set_logs
+
+
+# -- torch: optimizers ---------------------------------------------------------------------------------
+def fused_optimizer_devices() -> list[str]:
+    """Device types with fused Adam/AdamW kernels:
+    ``torch.optim.optimizer._get_fused_kernels_supported_devices()`` (``["mps", "cuda", "xpu",
+    "hpu", "cpu", ...]``; torch 2.4 to 2.13). Missing: only ``cuda`` (fused since torch 2.0)."""
+    try:
+        from torch.optim.optimizer import _get_fused_kernels_supported_devices
+    except ImportError:
+        return ["cuda"]
+    return list(_get_fused_kernels_supported_devices())
+
+
+def global_optimizer_step_hooks() -> int:
+    """How many global optimizer step hooks are registered (pre and post:
+    ``torch.optim.optimizer._global_optimizer_pre_hooks`` / ``_global_optimizer_post_hooks``,
+    torch 2.0 to 2.13; for the tests' leak check)."""
+    import torch.optim.optimizer as optimizer_module
+
+    return len(optimizer_module._global_optimizer_pre_hooks) + len(optimizer_module._global_optimizer_post_hooks)
+
+
+def torch_version() -> str:
+    """The installed torch's version string, e.g. ``"2.13.0+cpu"`` (``torch.__version__``)."""
+    import torch
+
+    return str(torch.__version__)
+
+
+# -- transformers ----------------------------------------------------------------------------------------
+def attention_implementation(model: Any) -> str | None:
+    """The attention kernel a Hugging Face model runs: ``model.config._attn_implementation``
+    (``"sdpa"``, ``"eager"``, ``"flash_attention_2"``; transformers 4.36 to 5.24). None for other models."""
+    value = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return value if isinstance(value, str) else None
+
+
+_TRAINER_SEARCH_DEPTH = 12
+
+
+def calling_trainer(depth: int = _TRAINER_SEARCH_DEPTH) -> Any:
+    """The ``transformers.Trainer`` whose method is on the call stack (``self`` of one of the
+    ``depth`` callers' frames, read with ``sys._getframe``), else None.
+
+    A ``TrainerCallback``'s ``on_init_end`` is called from ``Trainer.__init__`` with no reference to
+    the Trainer; this finds it.
+    """
+    from transformers import Trainer
+
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame is None:
+            return None
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Trainer):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+def set_trainer_batch_size(trainer: Any, batch_size: int) -> bool:
+    """Set the batch a Trainer builds its training dataloader with: ``Trainer._train_batch_size``
+    (transformers 4.26 to 5.24; copied from ``TrainingArguments.train_batch_size`` in ``__init__``
+    and written by its own ``auto_find_batch_size``; there is no public setter).
+
+    Returns:
+        False when the Trainer has no such field (nothing changed), else True.
+    """
+    if not hasattr(trainer, "_train_batch_size"):
+        return False
+    trainer._train_batch_size = batch_size
+    return True
 
 
 # -- sagemaker-core ------------------------------------------------------------------------------------

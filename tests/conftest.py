@@ -144,3 +144,51 @@ def aws(moto_endpoint, monkeypatch):
 
     yield recorded
     post("/moto-api/recorder/stop-recording")
+
+
+TORCH_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default (torch 2.6 to 2.13)
+
+
+def _compiler_hooks() -> dict:
+    """What a compiler session may install process-wide, as it is now (empty before torch is imported)."""
+    if "torch" not in sys.modules:
+        return {}
+    from sagemaker_tc import _internals
+
+    hooks = {
+        "compile start callbacks": len(_internals.compile_start_callbacks()),
+        "global optimizer step hooks": _internals.global_optimizer_step_hooks(),
+        "dynamo recompile_limit": _internals.recompile_limit(),
+    }
+    trainer = sys.modules.get("transformers.trainer")
+    if trainer is not None:
+        hooks["sagemaker-tc callbacks in transformers.trainer.DEFAULT_CALLBACKS"] = sum(
+            1 for callback in trainer.DEFAULT_CALLBACKS if "sagemaker_tc" in type(callback).__module__
+        )
+    return hooks
+
+
+@pytest.fixture(autouse=True)
+def no_compiler_state_left_behind():
+    """Each test starts without a compiler session; afterwards, the session a test opened (by
+    compile_model, say) is closed, and the test fails if anything a session installs process-wide is
+    still there: a callback in DEFAULT_CALLBACKS, a global optimizer hook, a compile callback, a
+    raised dynamo recompile_limit."""
+    from sagemaker_tc.compiler.session import current_session
+
+    left_open = current_session()
+    if left_open is not None:  # an earlier test's session: close it, do not inherit it
+        left_open.close()
+    before = _compiler_hooks()
+    yield
+    session = current_session()
+    if session is not None:
+        session.close()
+    after = _compiler_hooks()
+    defaults = {"dynamo recompile_limit": TORCH_RECOMPILE_LIMIT}  # before torch was imported
+    leaked = {
+        name: (before.get(name, defaults.get(name, 0)), value)
+        for name, value in after.items()
+        if value != before.get(name, defaults.get(name, 0))
+    }
+    assert not leaked, f"the test left compiler state behind (before, after): {leaked}"

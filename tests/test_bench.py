@@ -7,8 +7,10 @@ how fast anything is.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -261,13 +263,30 @@ def test_cold_and_warm_passes_are_paired(tmp_path, capsys):
     assert (tmp_path / "cache-comparison.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_variant_past_its_timeout_is_a_failed_row():
-    """A variant process that runs past --timeout is killed (with its process group) and reported failed."""
-    from sagemaker_tc.bench.runner import run_bench
+def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
+    """A variant process that runs past its timeout is killed (with its process group) and reported
+    failed. The worker blocks for good reading its data from a FIFO nobody writes, so the timeout is
+    what ends it, however fast the machine."""
+    from dataclasses import asdict
 
-    options = resolve_options(models=["gpt2"], variants=["sagemaker-tc"], steps=3, seq_len=16, timeout_s=2.0)
+    from sagemaker_tc.bench.runner import run_worker_process, variant_env
+    from sagemaker_tc.bench.worker import WorkerSpec
 
-    (row,) = run_bench(options)["results"]
+    fifo = tmp_path / "never-written.json"
+    os.mkfifo(fifo)
+    spec = WorkerSpec("gpt2", "tiny", "sagemaker-tc", 2, 16, 3, "fp32", "cpu", str(fifo))
+    options = resolve_options(models=["gpt2"], variants=["sagemaker-tc"], steps=3, seq_len=16, timeout_s=1.0)
+    stem = tmp_path / "gpt2--sagemaker-tc"
 
-    assert row["status"] == "failed" and row["error"] == "timed out after 2 s"
-    assert row["process_wall_s"] < 60
+    result, _ = run_worker_process("sagemaker_tc.bench.worker", asdict(spec), stem, variant_env(options, tmp_path), 1.0)
+
+    assert result == {"status": "failed", "error": "timed out after 1 s"}
+    spec_file = f"{stem}.spec.json"
+    alive = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if spec_file in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                alive.append(proc.name)
+        except OSError:
+            continue
+    assert not alive, f"worker processes left running: {alive}"

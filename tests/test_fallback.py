@@ -8,9 +8,9 @@ import torch
 from conftest import REPO, tiny_bert, write_sst2_slice
 
 from sagemaker_tc import CompilerError, PyTorch, TrainingCompilerConfig, TrainingJobFailedError
-from sagemaker_tc.compiler.recorder import StepRecord
 from sagemaker_tc.compiler.report import break_even_steps
 from sagemaker_tc.compiler.runtime import CompilerRuntime
+from sagemaker_tc.compiler.steps import StepRecord
 
 
 def small_bert():

@@ -3,8 +3,9 @@
 import re
 
 from sagemaker_tc import TrainingCompilerConfig
-from sagemaker_tc.compiler.recorder import DynamoStats, StepRecord, summarize
-from sagemaker_tc.compiler.report import build_report, metric_lines
+from sagemaker_tc.compiler.dynamo import DynamoStats
+from sagemaker_tc.compiler.report import JobFacts, build_report, metric_lines
+from sagemaker_tc.compiler.steps import StepRecord, summarize
 from sagemaker_tc.sdk import COMPILER_METRIC_DEFINITIONS
 
 
@@ -30,34 +31,28 @@ def test_summary_without_steady_steps_has_no_rates():
 def test_report_claims_compiled_only_when_graphs_ran():
     summary = summarize(steps((4.0, 8, True), (1.0, 8, False)))
     compiled = build_report(
-        config=TrainingCompilerConfig(),
-        steps=summary,
-        dynamo=DynamoStats(graphs=3),
-        integration="pytorch",
-        regional=True,
+        TrainingCompilerConfig(),
+        JobFacts(steps=summary, dynamo=DynamoStats(graphs=3), integration="pytorch", regional=True),
     )
     assert compiled["compiled"] is True and compiled["fallback_reason"] is None
-    nothing = build_report(
-        config=TrainingCompilerConfig(), steps=summary, dynamo=DynamoStats(), integration=None, regional=True
-    )
+    nothing = build_report(TrainingCompilerConfig(), JobFacts(steps=summary, dynamo=DynamoStats(), regional=True))
     assert nothing["compiled"] is False and "no compiled graph ran" in nothing["fallback_reason"]
     eager = build_report(
-        config=TrainingCompilerConfig(backend="eager"),
-        steps=summary,
-        dynamo=DynamoStats(graphs=2),
-        integration="pytorch",
-        regional=None,
+        TrainingCompilerConfig(backend="eager"),
+        JobFacts(steps=summary, dynamo=DynamoStats(graphs=2), integration="pytorch"),
     )
     assert eager["compiled"] is False and eager["fallback_reason"] is None
 
 
 def test_metric_lines_match_the_sdk_metric_definitions():
     report = build_report(
-        config=TrainingCompilerConfig(),
-        steps=summarize(steps((4.0, 8, True), (0.5, 8, False))),
-        dynamo=DynamoStats(graphs=2, recompiles=1, graph_breaks=3),
-        integration="transformers",
-        regional=True,
+        TrainingCompilerConfig(),
+        JobFacts(
+            steps=summarize(steps((4.0, 8, True), (0.5, 8, False))),
+            dynamo=DynamoStats(graphs=2, recompiles=1, graph_breaks=3),
+            integration="transformers",
+            regional=True,
+        ),
     )
     text = "\n".join(metric_lines(report))
     assert "[sagemaker-tc] compiled=1" in text
@@ -84,14 +79,19 @@ def test_summary_of_the_final_variant_and_break_even_in_the_report():
     assert summary.steady_step_seconds == 0.5 and summary.compile_seconds == 8.5
     assert summary.samples_per_second == 16 / 1.0
     report = build_report(
-        config=TrainingCompilerConfig(),
-        steps=summary,
-        dynamo=DynamoStats(graphs=1),
-        integration="pytorch",
-        regional=True,
-        variant="compiled",
-        eager_step_seconds=1.0,
-        trials=[{"variant": "eager", "steady_step_seconds": 1.0}, {"variant": "compiled", "steady_step_seconds": 0.5}],
+        TrainingCompilerConfig(),
+        JobFacts(
+            steps=summary,
+            dynamo=DynamoStats(graphs=1),
+            integration="pytorch",
+            regional=True,
+            variant="compiled",
+            eager_step_seconds=1.0,
+            trials=[
+                {"variant": "eager", "steady_step_seconds": 1.0},
+                {"variant": "compiled", "steady_step_seconds": 0.5},
+            ],
+        ),
     )
     assert report["compiled"] is True and report["break_even_steps"] == 17  # 8.5 s / 0.5 s saved per step
     assert report["cache"] == {"state": "disabled"} and report["recompile_limit_hit"] is False
@@ -100,15 +100,20 @@ def test_summary_of_the_final_variant_and_break_even_in_the_report():
 def test_report_of_an_auto_job_that_kept_eager_says_why():
     summary = summarize([StepRecord(1.0, 8, False, "eager"), StepRecord(1.0, 8, False, "eager")], "eager")
     report = build_report(
-        config=TrainingCompilerConfig(policy="auto"),
-        steps=summary,
-        dynamo=DynamoStats(graphs=2),
-        integration="pytorch",
-        regional=True,
-        variant="eager",
-        eager_step_seconds=1.0,
-        trials=[{"variant": "eager", "steady_step_seconds": 1.0}, {"variant": "compiled", "steady_step_seconds": 1.2}],
-        recompile_limit_hits=["torch._dynamo hit config.recompile_limit (8)"],
+        TrainingCompilerConfig(policy="auto"),
+        JobFacts(
+            steps=summary,
+            dynamo=DynamoStats(graphs=2),
+            integration="pytorch",
+            regional=True,
+            variant="eager",
+            eager_step_seconds=1.0,
+            trials=[
+                {"variant": "eager", "steady_step_seconds": 1.0},
+                {"variant": "compiled", "steady_step_seconds": 1.2},
+            ],
+            recompile_limit_hits=["torch._dynamo hit config.recompile_limit (8)"],
+        ),
     )
     assert report["compiled"] is False and report["break_even_steps"] is None
     assert (

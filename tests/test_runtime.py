@@ -10,6 +10,7 @@ import pytest
 from conftest import tiny_bert as conftest_tiny_bert
 
 from sagemaker_tc import LauncherError, TrainingCompilerConfig, contract
+from sagemaker_tc.compiler.session import current_session
 from sagemaker_tc.container import launcher
 
 
@@ -74,6 +75,7 @@ def test_compile_model_follows_the_estimator_inside_a_job(monkeypatch):
     monkeypatch.setenv("SM_TRAINING_ENV", "{}")
     in_job = sagemaker_tc.compile_model(tiny_bert())
     assert all(m._compiled_call_impl is None for m in in_job.modules())
+    current_session().close()  # the job process ends; a laptop process starts without a session
     monkeypatch.delenv("SM_TRAINING_ENV")
     outside = sagemaker_tc.compile_model(tiny_bert())
     assert any(m._compiled_call_impl is not None for m in outside.modules())

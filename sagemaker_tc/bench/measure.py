@@ -1,21 +1,17 @@
-"""Measurements taken inside one bench variant's process: training FLOPs, dynamo's work, peak memory.
+"""Measurements taken inside one bench variant's process: training FLOPs and peak memory (step times
+and dynamo's work come from :mod:`sagemaker_tc.compiler.steps` and :mod:`sagemaker_tc.compiler.dynamo`,
+as in a job).
 
 Imports torch lazily (inside functions).
 """
 
 from __future__ import annotations
 
-import re
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
-
-_COMPILE_ID_RE = re.compile(r"(\d+)/(\d+)")
-# Dynamo keeps the last 64 compilation records by default; a bench run needs all of them.
-_COMPILATION_METRICS_LIMIT = 4096
 
 
 def training_flops_per_sample(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> float:
@@ -67,53 +63,6 @@ def training_flops_per_sample(model: torch.nn.Module, batch: dict[str, torch.Ten
         for handle in handles:
             handle.remove()
     return 6.0 * macs
-
-
-@dataclass(frozen=True)
-class DynamoCounts:
-    """What dynamo did in this process so far.
-
-    Attributes:
-        graphs: graphs dynamo captured and compiled (``counters["stats"]["unique_graphs"]``).
-        frames_compiled: frame compilations recorded in dynamo's compilation metrics.
-        recompiles: compilations of a frame compiled before (compile id ``N/k`` with k > 0).
-        graph_breaks: graph breaks, all reasons together (``counters["graph_break"]``).
-        compile_seconds: dynamo's own total of frame compile time, seconds.
-    """
-
-    graphs: int
-    frames_compiled: int
-    recompiles: int
-    graph_breaks: int
-    compile_seconds: float
-
-
-def prepare_dynamo_counts() -> None:
-    """Keep every compilation record (call once, before anything compiles)."""
-    from torch._dynamo.utils import set_compilation_metrics_limit
-
-    set_compilation_metrics_limit(_COMPILATION_METRICS_LIMIT)
-
-
-def dynamo_counts() -> DynamoCounts:
-    """Read dynamo's counters and compilation records (all zero when torch was never imported)."""
-    if "torch" not in sys.modules:
-        return DynamoCounts(0, 0, 0, 0, 0.0)
-    from torch._dynamo.utils import counters, get_compilation_metrics
-
-    records = get_compilation_metrics()
-    recompiles = 0
-    for record in records:
-        match = _COMPILE_ID_RE.search(record.compile_id or "")
-        if match and int(match.group(2)) > 0:
-            recompiles += 1
-    return DynamoCounts(
-        graphs=int(counters["stats"]["unique_graphs"]),
-        frames_compiled=len(records),
-        recompiles=recompiles,
-        graph_breaks=int(sum(counters["graph_break"].values())),
-        compile_seconds=float(sum(record.entire_frame_compile_time_s or 0.0 for record in records)),
-    )
 
 
 def reset_peak_memory(device: torch.device) -> None:

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sagemaker_tc import contract
 from sagemaker_tc.bench import hardware
 from sagemaker_tc.bench.data import tokenize_sst2
 from sagemaker_tc.bench.errors import BenchError
@@ -195,15 +196,15 @@ def resolve_options(
     )
 
 
-def _variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:
+def variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    env[contract.ENV_INDUCTOR_CACHE_DIR] = str(cache_dir)
     # Triton's cache then lives under the Inductor cache dir (torch/_inductor/runtime/cache_dir_utils.py),
     # so "cold" and "warm" cover it too.
     if env.pop("TRITON_CACHE_DIR", None) is not None:
         logger.info("TRITON_CACHE_DIR is ignored by the bench: Triton's cache follows TORCHINDUCTOR_CACHE_DIR")
     if options.cpu_threads is not None:
-        env["OMP_NUM_THREADS"] = str(options.cpu_threads)
+        env[contract.ENV_OMP_NUM_THREADS] = str(options.cpu_threads)
     # The bench's own package must import in the child even when run from a source checkout.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -281,7 +282,7 @@ def run_variant_process(
     cache_dir.mkdir(parents=True, exist_ok=True)
     logger.info("bench: %s / %s (%s compile cache %s)", model, variant, cache_state, cache_dir)
     result, wall_s = run_worker_process(
-        "sagemaker_tc.bench.worker", asdict(spec), workdir / stem, _variant_env(options, cache_dir), timeout_s
+        "sagemaker_tc.bench.worker", asdict(spec), workdir / stem, variant_env(options, cache_dir), timeout_s
     )
     result.pop("spec", None)
     result.update(model=model, variant=variant, cache=cache_state, process_wall_s=wall_s)

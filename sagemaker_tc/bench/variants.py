@@ -85,7 +85,9 @@ def sagemaker_tc_config(**fields: Any) -> Any:
 
 def compiled_regions(model: torch.nn.Module) -> int:
     """How many modules carry an in-place ``Module.compile()`` (0 for an uncompiled model)."""
-    return sum(1 for m in model.modules() if getattr(m, "_compiled_call_impl", None) is not None)
+    from sagemaker_tc import _internals
+
+    return sum(1 for m in model.modules() if _internals.compiled_call(m) is not None)
 
 
 def check_variant(variant: str) -> str:
@@ -123,9 +125,11 @@ def finish(variant: str, model: torch.nn.Module) -> PreparedVariant:
     """
     import torch
 
+    from sagemaker_tc import _internals
+
     optimizer, optimizer_kind = _adamw(model.parameters(), fused=check_variant(variant) != "eager")
     details: dict[str, Any] = {
-        "attn_implementation": model.config._attn_implementation,
+        "attn_implementation": _internals.attention_implementation(model),
         "optimizer": f"AdamW ({optimizer_kind})",
         "compile": None,
         "compiled_regions": 0,

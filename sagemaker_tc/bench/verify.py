@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError, ScriptLoadError
+from sagemaker_tc.compiler.loss import compute_loss
 
 if TYPE_CHECKING:
     import torch
@@ -96,37 +97,6 @@ def disable_dropout(model: torch.nn.Module) -> int:
             module.p = 0.0
             changed += 1
     return changed
-
-
-def default_loss(model: Any, batch: Any) -> Any:
-    """The loss of one batch when no ``loss_fn`` is given.
-
-    The batch is passed as ``model(**batch)`` for a mapping, ``model(*batch)`` for a tuple or list,
-    else ``model(batch)``. The loss is the output's ``.loss`` (Hugging Face models given labels),
-    its ``"loss"`` entry, or the output itself when it is a one-element tensor.
-
-    Raises:
-        BenchError: the output holds no loss (give ``loss_fn(model, batch)``).
-    """
-    import torch
-
-    if isinstance(batch, Mapping):
-        output = model(**batch)
-    elif isinstance(batch, (tuple, list)):
-        output = model(*batch)
-    else:
-        output = model(batch)
-    loss = getattr(output, "loss", None)
-    if loss is None and isinstance(output, Mapping):
-        loss = output.get("loss")
-    if loss is None and isinstance(output, torch.Tensor) and output.numel() == 1:
-        loss = output
-    if loss is None:
-        raise BenchError(
-            f"cannot find a loss in the model's output ({type(output).__name__}): return a scalar tensor or an "
-            "output with .loss (e.g. a Hugging Face model given labels), or pass loss_fn(model, batch) -> loss"
-        )
-    return loss
 
 
 def train_losses(
@@ -203,7 +173,8 @@ def verify_training(
     Args:
         model: any ``torch.nn.Module`` (fp32).
         batches: one or more batches (a one-batch list repeats that batch every step).
-        loss_fn: ``loss_fn(model, batch) -> scalar loss``; default :func:`default_loss`.
+        loss_fn: ``loss_fn(model, batch) -> scalar loss``; default
+            :func:`sagemaker_tc.compiler.loss.compute_loss`.
         steps: optimizer steps per side (>= 1).
         rtol: largest accepted relative loss difference (>= 0).
         lr: AdamW learning rate.
@@ -224,8 +195,8 @@ def verify_training(
     import torch
 
     from sagemaker_tc import compile_model
-    from sagemaker_tc.bench.measure import dynamo_counts
     from sagemaker_tc.bench.variants import compiled_regions
+    from sagemaker_tc.compiler.dynamo import dynamo_stats
 
     if steps < 1:
         raise BenchError(f"steps must be >= 1 (got {steps})")
@@ -233,7 +204,7 @@ def verify_training(
         raise BenchError(f"rtol must be >= 0 (got {rtol})")
     if not batches:
         raise BenchError("verify needs at least one batch")
-    loss_fn = loss_fn or default_loss
+    loss_fn = loss_fn or compute_loss
     config = config or verify_config()
     eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
     zeroed = 0
@@ -246,7 +217,7 @@ def verify_training(
     torch.manual_seed(seed)
     eager_losses, eager_seconds = train_losses(eager, batches, steps=steps, lr=lr, loss_fn=loss_fn)
     compile_model(compiled, config=config)
-    graphs_before = dynamo_counts().graphs
+    graphs_before = dynamo_stats().graphs
     torch.manual_seed(seed)
     compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
 
@@ -263,7 +234,7 @@ def verify_training(
         worst_step=worst,
         passed=diffs[worst] <= rtol,
         compiled_regions=compiled_regions(compiled),
-        new_graphs=dynamo_counts().graphs - graphs_before,
+        new_graphs=dynamo_stats().graphs - graphs_before,
         dropout_modules_zeroed=zeroed,
         eager_seconds=eager_seconds,
         compiled_seconds=compiled_seconds,
@@ -331,8 +302,8 @@ def load_script(target: str) -> tuple[torch.nn.Module, list[Any], LossFn | None]
     - ``(model, batch, loss_fn)``: ``loss_fn(model, batch) -> scalar loss`` computes the loss;
     - a dict with ``"model"``, ``"batch"`` or ``"batches"`` (a list, cycled), and optionally ``"loss_fn"``.
 
-    Without ``loss_fn`` the loss is :func:`default_loss`'s. Seed torch inside the function if its
-    randomness matters; verify copies the model, so it is built once.
+    Without ``loss_fn`` the loss is :func:`~sagemaker_tc.compiler.loss.compute_loss`'s. Seed torch inside
+    the function if its randomness matters; verify copies the model, so it is built once.
 
     Raises:
         ScriptLoadError: bad ``target``, missing file/module/function, the function raised, or it

@@ -15,11 +15,14 @@ import logging
 import os
 import statistics
 import sys
-import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from sagemaker_tc import _internals
+from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats
+from sagemaker_tc.compiler.steps import StepRecord, StepTimer
 
 logger = logging.getLogger(__name__)
 
@@ -58,20 +61,21 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     """Train ``spec.model`` for ``spec.steps`` steps as ``spec.variant`` and measure it.
 
     Each step is ``zero_grad``, forward (under bf16 autocast if asked), ``loss.backward()``,
-    ``optimizer.step()``, then a CUDA synchronize; its wall time is measured with
-    ``time.perf_counter``. Batches are real SST-2 rows, a new batch each step (cycling), all moved
-    to the device before timing.
+    ``optimizer.step()``, timed by the jobs' own step timer (:class:`~sagemaker_tc.compiler.steps.
+    StepTimer`: CUDA events read back after the last step, no host sync per step; the host's clock
+    on CPU). Batches are real SST-2 rows, a new batch each step (cycling), all moved to the device
+    before timing.
 
     Returns:
-        A JSON-ready dict: ``step_seconds`` (every step, seconds), ``compiled_during`` (whether dynamo
+        A JSON-ready dict: ``step_seconds`` (every step, seconds), ``compiled_during`` (whether torch
         compiled during each step), ``first_step_s``, ``step_ms`` (median of the steady steps: every
         step after the first during which nothing compiled; None if there is none),
         ``samples_per_s`` (``batch_size`` / median steady step), ``tokens_per_s``,
-        ``peak_memory_bytes`` and ``peak_memory_kind``, dynamo's ``graphs``, ``recompiles``,
-        ``graph_breaks``, ``dynamo_compile_s``, ``flops_per_sample``, ``losses`` (first and last),
-        ``device_name``, ``torch``/``cuda`` versions, ``torch_threads``, the host's 1-minute load
-        average before and after the steps (``load_avg_1m``: other work competing for the CPU shows
-        here), and the variant's ``details``.
+        ``peak_memory_bytes`` and ``peak_memory_kind``, dynamo's ``graphs``, ``frames_compiled``,
+        ``recompiles``, ``graph_breaks``, ``dynamo_compile_s``, ``flops_per_sample``, ``losses`` (first
+        and last), ``device_name``, ``torch``/``cuda`` versions, ``torch_threads``, the host's
+        1-minute load average before and after the steps (``load_avg_1m``: other work competing for
+        the CPU shows here), and the variant's ``details``.
     """
     import torch
 
@@ -80,7 +84,6 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     from sagemaker_tc.bench.suite import make_batches
 
     device = torch.device(spec.device)
-    measure.prepare_dynamo_counts()
     data = TokenizedSST2.from_dict(json.loads(Path(spec.data_path).read_text(encoding="utf-8")))
     torch.manual_seed(spec.seed)
     model = variants.build(spec.variant, spec.model, spec.size, device)
@@ -88,35 +91,19 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     # Counted before compiling, in every variant alike: one no-grad eager forward of one sample.
     flops_per_sample = measure.training_flops_per_sample(model, batches[0])
     prepared = variants.finish(spec.variant, model)
-    model, optimizer = prepared.model, prepared.optimizer
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=spec.dtype == "bf16")
     measure.reset_peak_memory(device)
     load_before = os.getloadavg()[0]
-
-    step_seconds: list[float] = []
-    compiled_during: list[bool] = []
-    losses = []
-    for step in range(spec.steps):
-        batch = batches[step % len(batches)]
-        frames_before = measure.dynamo_counts().frames_compiled
-        started = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        with autocast:
-            loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        step_seconds.append(time.perf_counter() - started)
-        compiled_during.append(measure.dynamo_counts().frames_compiled != frames_before)
-        losses.append(loss.detach())
-        logger.info("%s %s step %d: %.4f s", spec.model, spec.variant, step, step_seconds[-1])
-
+    records, losses = _train(prepared, batches, spec, autocast)
     load_after = os.getloadavg()[0]
+    step_seconds = [record.seconds for record in records]
+    compiled_during = [record.compiled_during for record in records]
+    for index, seconds in enumerate(step_seconds):
+        logger.info("%s %s step %d: %.4f s", spec.model, spec.variant, index, seconds)
     steady = [s for i, s in enumerate(step_seconds) if i > 0 and not compiled_during[i]]
     step_s = statistics.median(steady) if steady else None
     memory_bytes, memory_kind = measure.peak_memory(device)
-    counts = measure.dynamo_counts()
+    counts = dynamo_stats()
     loss_values = [float(value) for value in losses]
     return {
         "status": "ok",
@@ -139,12 +126,36 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
         "loss_last": loss_values[-1],
         "losses_finite": all(value == value and abs(value) != float("inf") for value in loss_values),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "torch": torch.__version__,
+        "torch": _internals.torch_version(),
         "cuda": torch.version.cuda,
         "torch_threads": torch.get_num_threads(),
         "load_avg_1m": [load_before, load_after],
         "details": prepared.details,
     }
+
+
+def _train(prepared: Any, batches: list, spec: WorkerSpec, autocast: Any) -> tuple[list[StepRecord], list]:
+    """``spec.steps`` timed training steps; returns the step records (read back after the last step)
+    and each step's loss (tensors, read after timing)."""
+    model, optimizer = prepared.model, prepared.optimizer
+    timer = StepTimer(use_cuda=spec.device == "cuda")
+    watch = CompileWatch(timer.on_compile)
+    watch.install()
+    losses = []
+    try:
+        for step in range(spec.steps):
+            batch = batches[step % len(batches)]
+            timer.begin_step()
+            optimizer.zero_grad(set_to_none=True)
+            with autocast:
+                loss = model(**batch).loss
+            loss.backward()
+            optimizer.step()
+            timer.end_step(spec.batch_size)
+            losses.append(loss.detach())
+        return timer.flush(), losses
+    finally:
+        watch.uninstall()
 
 
 def serve(argv: list[str] | None, spec_class: type, run: Any) -> int:

@@ -18,8 +18,8 @@ is written last and names its archive by content hash, so a reader sees an old e
 never half of one. Loading checks the archive's sha256; a missing, stale or corrupt cache is ignored
 with a warning (the job compiles cold), never an error.
 
-Only the launcher uses this module, once per host before any rank starts (load) and on the first
-host after every rank has finished (save), so ranks never write the cache concurrently.
+The launcher loads the cache once per host before any rank starts, and global rank 0 saves it when
+its script has ended (:mod:`sagemaker_tc.compiler.job_cache`), so ranks never write it concurrently.
 """
 
 from __future__ import annotations
@@ -241,6 +241,12 @@ class CompileCache:
         else:
             logger.warning("Compile cache ignored, compiling cold: %s (%s)", outcome.reason, self.uri)
         return outcome
+
+    def mark_loaded(self) -> None:
+        """Count the folder's files now as loaded (a torchrun rank whose parent launcher loaded the
+        cache into the shared folder), so :meth:`save` stores an entry only when something new was
+        compiled."""
+        self._loaded_files = _files(self.inductor_dir)
 
     def _restore(self, store: _Store, meta: dict[str, Any], outcome: CacheOutcome) -> None:
         archive = store.read(f"{self.key}/{meta['archive']}")

@@ -10,23 +10,20 @@ Written at job end under ``$SM_OUTPUT_DATA_DIR/compiler/`` (next to ``report.jso
   function and source location, seconds, graph op count, recompile reason, failure.
 
 The launcher turns torch's artifacts on through ``TORCH_LOGS=graph_breaks,recompiles`` before torch
-is imported; :func:`install` attaches handlers that keep their records.
+is imported; the session's :class:`DebugCapture` attaches handlers that keep their records.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# torch's artifact loggers (torch._logging.getArtifactLogger(module, artifact): "<module>.__<artifact>").
-GRAPH_BREAK_LOGGERS = (
-    "torch._dynamo.symbolic_convert.__graph_breaks",
-    "torch._dynamo.convert_frame.__graph_breaks",
-    "torch._dynamo.exc.__graph_breaks",
-)
-RECOMPILE_LOGGERS = ("torch._dynamo.guards.__recompiles",)
+from sagemaker_tc import _internals, contract
+
 MAX_RECORDS = 500
 
 
@@ -44,40 +41,64 @@ class _Keep(logging.Handler):
             return
 
 
-_GRAPH_BREAKS = _Keep()
-_RECOMPILES = _Keep()
-_installed = False
+class DebugCapture:
+    """Keeps torch's graph-break and recompile log records for one session (debug mode).
 
+    :meth:`install` attaches the handlers (and turns the artifacts on when ``TORCH_LOGS`` did not);
+    :meth:`uninstall` takes them off again; :meth:`write` writes the files.
+    """
 
-def install() -> None:
-    """Keep torch's graph-break and recompile log records (idempotent). When ``TORCH_LOGS`` did not
-    turn the artifacts on, turn them on here."""
-    global _installed
-    if _installed:
-        return
-    import os
+    def __init__(self) -> None:
+        self.graph_breaks = _Keep()
+        self.recompiles = _Keep()
+        self._undo: list[Callable[[], None]] = []
 
-    import torch._logging
+    def install(self) -> None:
+        """Attach the handlers (idempotent; imports torch)."""
+        if self._undo:
+            return
+        if not os.environ.get(contract.ENV_TORCH_LOGS):
+            self._undo.append(_internals.turn_on_compile_logs())
+        for names, handler in (
+            (_internals.GRAPH_BREAK_LOGGERS, self.graph_breaks),
+            (_internals.RECOMPILE_LOGGERS, self.recompiles),
+        ):
+            for name in names:
+                logging.getLogger(name).addHandler(handler)
+                self._undo.append(lambda name=name, handler=handler: logging.getLogger(name).removeHandler(handler))
 
-    if not os.environ.get("TORCH_LOGS"):
-        torch._logging.set_logs(graph_breaks=True, recompiles=True)
-    for name in GRAPH_BREAK_LOGGERS:
-        logging.getLogger(name).addHandler(_GRAPH_BREAKS)
-    for name in RECOMPILE_LOGGERS:
-        logging.getLogger(name).addHandler(_RECOMPILES)
-    _installed = True
+    def uninstall(self) -> None:
+        """Detach what :meth:`install` attached."""
+        while self._undo:
+            self._undo.pop()()
+
+    def write(self, folder: Path) -> dict[str, Any]:
+        """Write the debug files into ``folder`` and return the report's ``debug_files`` summary: file
+        names, graph breaks and recompile reasons (first 20 each), and per-graph compile seconds."""
+        folder.mkdir(parents=True, exist_ok=True)
+        records = compile_records()
+        breaks, recompiles = self.graph_breaks.messages, self.recompiles.messages
+        (folder / "graph_breaks.txt").write_text("\n\n".join(breaks) + "\n", encoding="utf-8")
+        (folder / "recompiles.txt").write_text("\n\n".join(recompiles) + "\n", encoding="utf-8")
+        (folder / "compiles.json").write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
+        return {
+            "files": ["graph_breaks.txt", "recompiles.txt", "compiles.json"],
+            "graph_breaks": [m.strip().splitlines()[0] if m.strip() else m for m in breaks[:20]],
+            "recompile_reasons": [r["recompile_reason"] for r in records if r["recompile_reason"]][:20],
+            "compile_seconds_per_graph": [
+                {"compile_id": r["compile_id"], "function": r["function"], "seconds": r["seconds"]} for r in records
+            ],
+        }
 
 
 def compile_records() -> list[dict[str, Any]]:
-    """One dict per compiled frame (dynamo's compilation metrics; empty without torch)."""
+    """One dict per compiled frame (dynamo's compilation records; empty without torch)."""
     import sys
 
     if "torch" not in sys.modules:
         return []
-    from torch._dynamo.utils import get_compilation_metrics
-
     records = []
-    for metric in get_compilation_metrics():
+    for metric in _internals.compilation_records():
         records.append(
             {
                 "compile_id": metric.compile_id,
@@ -92,21 +113,3 @@ def compile_records() -> list[dict[str, Any]]:
             }
         )
     return records
-
-
-def write(folder: Path) -> dict[str, Any]:
-    """Write the debug files into ``folder`` and return the report's ``debug`` summary: file names,
-    graph breaks and recompile reasons (first 20 each), and per-graph compile seconds."""
-    folder.mkdir(parents=True, exist_ok=True)
-    records = compile_records()
-    (folder / "graph_breaks.txt").write_text("\n\n".join(_GRAPH_BREAKS.messages) + "\n", encoding="utf-8")
-    (folder / "recompiles.txt").write_text("\n\n".join(_RECOMPILES.messages) + "\n", encoding="utf-8")
-    (folder / "compiles.json").write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
-    return {
-        "files": ["graph_breaks.txt", "recompiles.txt", "compiles.json"],
-        "graph_breaks": [m.strip().splitlines()[0] if m.strip() else m for m in _GRAPH_BREAKS.messages[:20]],
-        "recompile_reasons": [r["recompile_reason"] for r in records if r["recompile_reason"]][:20],
-        "compile_seconds_per_graph": [
-            {"compile_id": r["compile_id"], "function": r["function"], "seconds": r["seconds"]} for r in records
-        ],
-    }

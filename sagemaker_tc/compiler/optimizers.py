@@ -3,7 +3,7 @@
 torch's Adam and AdamW read ``group["fused"]`` / ``group["foreach"]`` on every ``step()``, so the
 implementation can change between steps without touching the optimizer's state (moments, step
 counts). Fused kernels exist for CPU and CUDA tensors since torch 2.4
-(``torch.optim.optimizer._get_fused_kernels_supported_devices``); on a 2-core CPU, fused AdamW ran
+(:func:`sagemaker_tc._internals.fused_optimizer_devices`); on a 2-core CPU, fused AdamW ran
 ~14% faster per MiniLM fine-tuning step than foreach (``shared/research`` notes).
 """
 
@@ -46,11 +46,12 @@ def can_fuse(optimizer: Any) -> bool:
     """True when ``optimizer`` is a torch Adam/AdamW whose parameters are all floating point on
     devices with fused kernels, not already fused, differentiable or capturable."""
     import torch
-    from torch.optim.optimizer import _get_fused_kernels_supported_devices
+
+    from sagemaker_tc import _internals
 
     if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
         return False
-    devices = set(_get_fused_kernels_supported_devices())
+    devices = set(_internals.fused_optimizer_devices())
     for group in optimizer.param_groups:
         if group.get("fused") or group.get("differentiable") or group.get("capturable"):
             return False

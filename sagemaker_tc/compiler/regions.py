@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc import _internals
 from sagemaker_tc.config import TrainingCompilerConfig
 
 if TYPE_CHECKING:
@@ -57,6 +58,28 @@ def find_repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
             if len(kinds) == 1:
                 return list(module)
     return []
+
+
+def regions_for(model: torch.nn.Module, config: TrainingCompilerConfig) -> tuple[list[torch.nn.Module], bool]:
+    """The modules to compile for ``config``: the repeated blocks when ``config.regional`` and the
+    model has them, else the whole model. Returns ``(regions, regional)``."""
+    blocks = find_repeated_blocks(model) if config.regional else []
+    return (blocks, True) if blocks else ([model], False)
+
+
+def compile_region(region: torch.nn.Module, **kwargs: object) -> Any:
+    """``torch.compile`` of the region's own call (hooks included), as ``Module.compile()`` does;
+    the caller installs it with :func:`sagemaker_tc._internals.set_compiled_call`."""
+    import torch
+
+    return torch.compile(_internals.uncompiled_call(region), **kwargs)
+
+
+def describe(regions: list[torch.nn.Module], regional: bool) -> CompilePlan:
+    """The :class:`CompilePlan` for what :func:`regions_for` returned."""
+    return CompilePlan(
+        regional=regional, block_class=type(regions[0]).__name__ if regional else None, num_regions=len(regions)
+    )
 
 
 def compile_kwargs(config: TrainingCompilerConfig) -> dict[str, object]:

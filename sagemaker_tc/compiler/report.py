@@ -2,7 +2,9 @@
 
 The report lands in the job's ``output.tar.gz``. The same figures are printed on stdout as
 ``[sagemaker-tc] name=value`` lines that a SageMaker ``metric_definitions`` regex reads
-(``sagemaker_tc.sdk.COMPILER_METRIC_DEFINITIONS``).
+(``sagemaker_tc.sdk.COMPILER_METRIC_DEFINITIONS``). The session
+(:meth:`sagemaker_tc.compiler.session.CompilerSession.report`) gathers the facts; this module turns
+them into the report.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from sagemaker_tc import contract
-from sagemaker_tc.compiler.recorder import DynamoStats, StepSummary
+from sagemaker_tc.compiler.dynamo import DynamoStats
+from sagemaker_tc.compiler.steps import StepSummary
 from sagemaker_tc.config import TrainingCompilerConfig
 
 METRIC_PREFIX = contract.METRIC_PREFIX
@@ -36,54 +40,76 @@ def break_even_steps(
     return max(1, math.ceil(compile_seconds / saving))
 
 
-def build_report(
-    *,
-    config: TrainingCompilerConfig,
-    steps: StepSummary,
-    dynamo: DynamoStats,
-    integration: str | None,
-    regional: bool | None,
-    fallback_reason: str | None = None,
-    variant: str | None = None,
-    trials: list[dict[str, Any]] | None = None,
-    eager_step_seconds: float | None = None,
-    cache: dict[str, Any] | None = None,
-    shapes: dict[str, Any] | None = None,
-    recompile_limit_hits: list[str] | None = None,
-    training_compiles: int | None = None,
-    inductor_cache: dict[str, int] | None = None,
-    attention: str | None = None,
-    batch_tuning: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+@dataclass
+class JobFacts:
+    """What a job's compiler session measured and decided, for :func:`build_report`.
+
+    Attributes:
+        steps: the step summary of the final variant (:func:`~sagemaker_tc.compiler.steps.summarize`).
+        dynamo: what dynamo compiled (:func:`~sagemaker_tc.compiler.dynamo.dynamo_stats`).
+        integration: ``"transformers"``, ``"pytorch"`` or None (nothing measured steps).
+        regional: True/False as compiled; None when nothing was compiled.
+        fallback_reason: why the job did not end compiled (None: it did, or the config does not compile).
+        variant: the variant the job ended on (None: no runtime attached).
+        trials: each measured variant, ``{"variant", "steady_step_seconds"}``.
+        eager_step_seconds: the eager baseline's steady step, seconds.
+        cache: the compile cache outcome (``{"state": "cold" | "warm" | "disabled", ...}``).
+        shapes: the bucketing summary (None: no bucketing collator).
+        recompile_limit_hits: dynamo's recompile-limit warnings, one line each.
+        training_compiles: compilations that started inside training steps.
+        inductor_cache: Inductor's FX graph / AOTAutograd cache hits and misses.
+        attention: the model's attention kernel (Hugging Face models).
+        batch_tuning: the batch-size decision
+            (:meth:`sagemaker_tc.tuning.decision.TuningDecision.to_dict`), else None.
+    """
+
+    steps: StepSummary
+    dynamo: DynamoStats
+    integration: str | None = None
+    regional: bool | None = None
+    fallback_reason: str | None = None
+    variant: str | None = None
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    eager_step_seconds: float | None = None
+    cache: dict[str, Any] = field(default_factory=lambda: {"state": "disabled"})
+    shapes: dict[str, Any] | None = None
+    recompile_limit_hits: list[str] = field(default_factory=list)
+    training_compiles: int | None = None
+    inductor_cache: dict[str, int] | None = None
+    attention: str | None = None
+    batch_tuning: dict[str, Any] | None = None
+
+
+def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, Any]:
     """The report as a JSON-ready dict.
 
     ``compiled`` is True only when the config compiles, dynamo really compiled at least one graph,
     and the job ended on a compiled variant; otherwise, when the config asked for compilation,
     ``fallback_reason`` says why. Times are seconds; ``samples_per_second`` is over the steady
     steps of the final variant; ``break_even_steps`` is :func:`break_even_steps` of
-    ``compile_seconds``, ``eager_step_seconds`` and ``steady_step_seconds``. ``cache`` is
-    ``{"state": "cold" | "warm" | "disabled", ...}``. ``graphs`` counts every graph dynamo
-    compiled (training and evaluation); ``training_compiles`` the frame compilations that happened
-    inside training steps. ``batch_tuning`` is the batch-size/learning-rate change made by the
-    config's ``batch_size`` (:meth:`sagemaker_tc.tuning.decision.TuningDecision.to_dict`), else None.
+    ``compile_seconds``, ``eager_step_seconds`` and ``steady_step_seconds``. ``graphs`` counts every
+    graph dynamo compiled (training and evaluation); ``training_compiles`` the compilations that
+    started inside training steps.
     """
+    steps, dynamo, variant = facts.steps, facts.dynamo, facts.variant
+    fallback_reason = facts.fallback_reason
     ended_compiled = variant is None or variant.startswith("compiled")
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
     if config.compiles and not compiled and fallback_reason is None:
         if not ended_compiled:
-            fallback_reason = f"policy='auto' kept {variant}: it measured fastest ({_describe_trials(trials)})"
+            fallback_reason = f"policy='auto' kept {variant}: it measured fastest ({_describe_trials(facts.trials)})"
         else:
             fallback_reason = (
                 "the compiler was enabled but no compiled graph ran: a Hugging Face Trainer script compiles on its "
                 "own; a plain PyTorch loop must call sagemaker_tc.compile_model(model)"
             )
-    limit_hits = list(recompile_limit_hits or [])
+    limit_hits = list(facts.recompile_limit_hits)
     return {
         "compiled": compiled,
         "backend": config.backend,
         "mode": config.mode,
-        "regional": regional,
-        "integration": integration,
+        "regional": facts.regional,
+        "integration": facts.integration,
         "policy": config.policy,
         "variant": variant,
         "fallback_reason": fallback_reason,
@@ -91,25 +117,25 @@ def build_report(
         "dynamo_compile_seconds": dynamo.compile_seconds,
         "first_step_seconds": steps.first_step_seconds,
         "steady_step_seconds": steps.steady_step_seconds,
-        "eager_step_seconds": eager_step_seconds,
+        "eager_step_seconds": facts.eager_step_seconds,
         "break_even_steps": break_even_steps(
-            steps.compile_seconds if compiled else None, eager_step_seconds, steps.steady_step_seconds
+            steps.compile_seconds if compiled else None, facts.eager_step_seconds, steps.steady_step_seconds
         ),
         "samples_per_second": steps.samples_per_second,
         "steps": steps.steps,
-        "trials": trials or [],
-        "attention": attention,
+        "trials": list(facts.trials),
+        "attention": facts.attention,
         "graphs": dynamo.graphs,
-        "training_compiles": training_compiles,
+        "training_compiles": facts.training_compiles,
         "recompiles": dynamo.recompiles,
         "recompile_limit_hit": bool(limit_hits),
         "recompile_limit_messages": limit_hits,
         "graph_breaks": dynamo.graph_breaks,
         "graph_break_reasons": dynamo.graph_break_reasons,
-        "shapes": shapes,
-        "cache": cache or {"state": "disabled"},
-        "inductor_cache": inductor_cache,
-        "batch_tuning": batch_tuning,
+        "shapes": facts.shapes,
+        "cache": facts.cache or {"state": "disabled"},
+        "inductor_cache": facts.inductor_cache,
+        "batch_tuning": facts.batch_tuning,
         "debug": config.debug,
         "versions": _versions(),
     }
@@ -134,7 +160,7 @@ def _versions() -> dict[str, str | None]:
 def write_report(report: dict[str, Any], compiler_dir: Path) -> Path:
     """Write ``report.json`` into ``compiler_dir`` (created if missing) and return its path."""
     compiler_dir.mkdir(parents=True, exist_ok=True)
-    path = compiler_dir / "report.json"
+    path = compiler_dir / contract.REPORT_FILENAME
     path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
 

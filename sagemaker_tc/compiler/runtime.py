@@ -1,9 +1,10 @@
 """The compiled training step at run time: guarded regions, fallback to eager, and the policy's trials.
 
 :meth:`CompilerRuntime.attach` compiles a model's regions in place (each repeated block, or the whole
-model) by installing a guard as each region's ``_compiled_call_impl`` — the slot ``Module.compile()``
-fills, so ``state_dict()`` keys and hooks stay as they are. Every call of a region goes through its
-guard, which:
+model) by installing a guard as each region's compiled call — the slot ``Module.compile()`` fills
+(:func:`sagemaker_tc._internals.set_compiled_call`), so ``state_dict()`` keys and hooks stay as they
+are. One runtime per compiler session (:class:`sagemaker_tc.compiler.session.CompilerSession`).
+Every call of a region goes through its guard, which:
 
 - runs the region eagerly while the current variant is eager (baseline steps, an ``auto`` trial, or
   after a fallback);
@@ -13,9 +14,9 @@ guard, which:
   fails too, the error is the model's own and is raised as it is.
 
 Compiler errors surface at the first compiled call (dynamo compiles lazily), so that is where they
-are caught; the backward graph is compiled together with the forward
-(``torch._functorch.config.force_non_lazy_backward_lowering``, a private switch) so a failing
-backward compile is caught there too instead of in ``loss.backward()``.
+are caught; the session has the backward graph compiled together with the forward
+(:func:`sagemaker_tc._internals.compile_backward_with_forward`) so a failing backward compile is
+caught there too instead of in ``loss.backward()``.
 
 Between optimizer steps (:meth:`CompilerRuntime.on_step_end`) the runtime moves through its schedule:
 ``baseline_steps`` eager steps to measure the eager step time, then compiled; under
@@ -26,23 +27,22 @@ by median steady step time.
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import warnings
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc import _internals
 from sagemaker_tc.compiler import optimizers
-from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs, find_repeated_blocks
-from sagemaker_tc.compiler.shapes import STATS as BUCKET_STATS
+from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs, compile_region, describe, regions_for
+from sagemaker_tc.compiler.shapes import BucketStats
+from sagemaker_tc.compiler.steps import StepRecord, steady_median
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
 
 if TYPE_CHECKING:
     import torch
-
-    from sagemaker_tc.compiler.recorder import StepRecord
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class _Phase:
 
 
 class _GuardedRegion:
-    """Installed as a region's ``_compiled_call_impl``: compiled call with eager fallback."""
+    """Installed as a region's compiled call: compiled call with eager fallback."""
 
     def __init__(self, runtime: CompilerRuntime, module: torch.nn.Module, compiled: Any, static: Any) -> None:
         self.runtime = runtime
@@ -91,21 +91,27 @@ class _GuardedRegion:
         module = self.module_ref()
         runtime = self.runtime
         if not runtime.compiled_active:
-            return module._call_impl(*args, **kwargs)
+            return _internals.uncompiled_call(module)(*args, **kwargs)
         function = self.static if (runtime.static_training and module.training) else self.compiled
         try:
             return function(*args, **kwargs)
         except Exception as error:
             # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
-            result = module._call_impl(*args, **kwargs)
+            result = _internals.uncompiled_call(module)(*args, **kwargs)
             runtime.compiler_failed(error)
             return result
 
 
 class CompilerRuntime:
-    """The process's compiled regions and policy state (one per process: :data:`RUNTIME`)."""
+    """A session's compiled regions and policy state.
 
-    def __init__(self) -> None:
+    Args:
+        buckets: the session's bucketing statistics: while a bucketing collator feeds training,
+            training calls run the static-shape compile (one graph per bucket).
+    """
+
+    def __init__(self, buckets: BucketStats | None = None) -> None:
+        self.buckets = buckets or BucketStats()
         self._lock = threading.Lock()
         self.config: TrainingCompilerConfig | None = None
         self.plans: list[CompilePlan] = []
@@ -130,27 +136,19 @@ class CompilerRuntime:
         Returns:
             What was compiled.
         """
-        import torch
-        import torch._functorch.config as functorch_config
-
-        functorch_config.force_non_lazy_backward_lowering = True
-        # Hugging Face models name their attention kernel ("sdpa", "eager", "flash_attention_2").
-        self.attention = getattr(getattr(model, "config", None), "_attn_implementation", None) or self.attention
+        self.attention = _internals.attention_implementation(model) or self.attention
         kwargs = compile_kwargs(config)
-        blocks = find_repeated_blocks(model) if config.regional else []
-        regions = blocks or [model]
+        regions, regional = regions_for(model, config)
         for region in regions:
-            if region._compiled_call_impl is not None:
+            if _internals.compiled_call(region) is not None:
                 continue
-            compiled = torch.compile(region._call_impl, **kwargs)
+            compiled = compile_region(region, **kwargs)
             # Bucketed training batches compile one static graph per bucket (see shapes.py).
             static = compiled
             if kwargs["dynamic"] is None:
-                static = torch.compile(region._call_impl, **{**kwargs, "dynamic": False})
-            region._compiled_call_impl = _GuardedRegion(self, region, compiled, static)
-        plan = CompilePlan(
-            regional=bool(blocks), block_class=type(blocks[0]).__name__ if blocks else None, num_regions=len(regions)
-        )
+                static = compile_region(region, **{**kwargs, "dynamic": False})
+            _internals.set_compiled_call(region, _GuardedRegion(self, region, compiled, static))
+        plan = describe(regions, regional)
         with self._lock:
             first = self.config is None
             self.config = config
@@ -169,8 +167,8 @@ class CompilerRuntime:
 
     @property
     def static_training(self) -> bool:
-        """True when training batches are bucketed (one static graph per bucket)."""
-        return BUCKET_STATS.active
+        """True when a bucketing collator feeds training (one static graph per bucket)."""
+        return self.buckets.active
 
     # -- failure ---------------------------------------------------------------------------------
     def compiler_failed(self, error: BaseException) -> None:
@@ -204,7 +202,7 @@ class CompilerRuntime:
             if not failed and len(self._phase_records) < phase.min_steps:
                 return
             if phase.trial and not failed:
-                self._measured[phase.variant] = _steady_median(self._phase_records)
+                self._measured[phase.variant] = steady_median(self._phase_records)
             self._phases.pop(0)
             self._phase_records = []
             while self._phases and not self._runnable(self._phases[0].variant):
@@ -254,7 +252,7 @@ class CompilerRuntime:
         measured = dict(self._measured)
         with self._lock:
             if self._phases and self._phases[0].trial and self._phase_records:
-                measured.setdefault(self._phases[0].variant, _steady_median(self._phase_records))
+                measured.setdefault(self._phases[0].variant, steady_median(self._phase_records))
         return [{"variant": v.label, "steady_step_seconds": s} for v, s in measured.items()]
 
     def eager_step_seconds(self) -> float | None:
@@ -281,14 +279,6 @@ def _schedule(config: TrainingCompilerConfig) -> list[_Phase]:
     return phases
 
 
-def _steady_median(records: list[StepRecord]) -> float | None:
-    """Median step seconds of a phase, leaving out its first step (warm-up) and compiling steps;
-    a one-step phase is measured by that step when it compiled nothing."""
-    candidates = records[1:] if len(records) > 1 else records
-    steady = [r.seconds for r in candidates if not r.compiled_during]
-    return statistics.median(steady) if steady else None
-
-
 def _first_lines(text: str, limit: int = 600) -> str:
     """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
@@ -305,6 +295,3 @@ def _agree_across_ranks(choice: Variant) -> Variant:
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
-
-RUNTIME = CompilerRuntime()
-"""The process's compiler runtime, shared by the integrations and the launcher."""

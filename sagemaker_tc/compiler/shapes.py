@@ -111,20 +111,32 @@ def pad_to_bucket(batch: Mapping[str, Any], buckets: Sequence[int], pad_token_id
 
 
 class BucketStats:
-    """How many batches went to each bucket length (thread-safe; one per process: :data:`STATS`)."""
+    """How many batches went to each bucket length, for one session (thread-safe).
+
+    A collator registers here (:meth:`register`) when it is built or first called inside a
+    session; from then on the session trains on bucketed batches (one static graph per bucket).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.batches: Counter[int] = Counter()
         self.unbucketed = 0
         self.buckets: list[int] | None = None
+        self.collators = 0
 
     @property
     def active(self) -> bool:
-        """True once a batch has been bucketed in this process."""
-        return bool(self.batches)
+        """True once a bucketing collator is registered with this session."""
+        return self.collators > 0
+
+    def register(self, buckets: list[int]) -> None:
+        """A bucketing collator with ``buckets`` feeds this session's training."""
+        with self._lock:
+            self.collators += 1
+            self.buckets = list(buckets)
 
     def record(self, length: int | None) -> None:
+        """One batch padded to ``length`` (None: a batch the collator could not bucket)."""
         with self._lock:
             if length is None:
                 self.unbucketed += 1
@@ -144,16 +156,14 @@ class BucketStats:
             }
 
 
-STATS = BucketStats()
-
-
 class BucketCollator:
     """Wrap a collate function so its batches come out padded to bucket lengths.
 
     ``DataLoader(dataset, collate_fn=BucketCollator(DataCollatorWithPadding(tokenizer)))`` in a plain
     loop; the Hugging Face ``Trainer`` integration wraps the training dataloader's collate function
     itself. Batches that are not mappings (tuples, lists) pass through unchanged and are counted as
-    unbucketed in the report.
+    unbucketed in the report. The collator joins the compiler session of the process (the job's, or
+    the one ``compile_model`` opened) when it is built or first called, and counts its batches there.
 
     Args:
         collate_fn: the collate function to wrap (a list of samples -> a batch).
@@ -172,30 +182,36 @@ class BucketCollator:
         self.collate_fn = collate_fn
         self.buckets = list(buckets) if buckets is not None else auto_buckets(max_length)
         self.pad_token_id = pad_token_id
-        STATS.buckets = self.buckets
-        make_room_for_buckets(len(self.buckets))
+        self.stats: BucketStats | None = None
+        self._join_session()
+
+    def _join_session(self) -> None:
+        from sagemaker_tc.compiler.session import current_session
+
+        session = current_session()
+        if session is not None:
+            self.stats = session.use_buckets(self.buckets)
 
     def __call__(self, samples: list[Any]) -> Any:
+        if self.stats is None:
+            self._join_session()
         batch = self.collate_fn(samples)
         if not isinstance(batch, Mapping):
-            STATS.record(None)
+            if self.stats is not None:
+                self.stats.record(None)
             return batch
         padded = pad_to_bucket(batch, self.buckets, self.pad_token_id)
-        STATS.record(_sequence_length(padded))
+        if self.stats is not None:
+            self.stats.record(_sequence_length(padded))
         return padded
 
 
-def make_room_for_buckets(count: int) -> int:
-    """Raise dynamo's per-function ``recompile_limit`` (default 8) so ``count`` bucket graphs, in
+def recompile_limit_for_buckets(count: int, current: int) -> int:
+    """Dynamo's per-function ``recompile_limit`` (default 8) that lets ``count`` bucket graphs, in
     training and eval mode and for a second block class (e.g. encoder and decoder layers), fit:
     ``max(current, 8 + 4 * count)``. Bucketing bounds the shapes, so the limit's job (stopping
-    endless recompiles) is done by the buckets. Returns the limit in force."""
-    import torch._dynamo.config as dynamo_config
-
-    wanted = 8 + 4 * count
-    if dynamo_config.recompile_limit < wanted:
-        dynamo_config.recompile_limit = wanted
-    return dynamo_config.recompile_limit
+    endless recompiles) is done by the buckets."""
+    return max(current, 8 + 4 * count)
 
 
 def buckets_for_model(setting: list[int] | str | None, model: Any) -> list[int] | None:

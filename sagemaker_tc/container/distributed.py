@@ -38,14 +38,17 @@ def torchrun_command(entry_point: str, args: Sequence[str], environ: Mapping[str
         LauncherError: ``SM_HOSTS`` / ``SM_CURRENT_HOST`` are missing or disagree.
     """
     params = framework_params(environ)
-    if params.get(contract.HP_TORCH_DISTRIBUTED) is not True or "LOCAL_RANK" in environ:
+    if params.get(contract.HP_TORCH_DISTRIBUTED) is not True or contract.ENV_LOCAL_RANK in environ:
         return None
-    try:
-        hosts = json.loads(environ["SM_HOSTS"])
-        node_rank = hosts.index(environ["SM_CURRENT_HOST"])
-    except (KeyError, ValueError, AttributeError) as error:
-        raise LauncherError(f"distributed job without a usable SM_HOSTS / SM_CURRENT_HOST ({error!r})") from None
-    processes = params.get(contract.HP_PROCESSES_PER_HOST) or int(environ.get("SM_NUM_GPUS") or 0) or 1
+    hosts = contract.job_hosts(environ)
+    current = environ.get(contract.ENV_CURRENT_HOST)
+    if not hosts or current not in hosts:
+        raise LauncherError(
+            f"distributed job without a usable {contract.ENV_HOSTS} / {contract.ENV_CURRENT_HOST} "
+            f"({contract.ENV_HOSTS}={environ.get(contract.ENV_HOSTS)!r}, {contract.ENV_CURRENT_HOST}={current!r})"
+        )
+    node_rank = hosts.index(current)
+    processes = params.get(contract.HP_PROCESSES_PER_HOST) or int(environ.get(contract.ENV_NUM_GPUS) or 0) or 1
     return [
         sys.executable,
         "-m",
@@ -64,6 +67,6 @@ def torchrun_command(entry_point: str, args: Sequence[str], environ: Mapping[str
 
 def rank_label(environ: Mapping[str, str]) -> str | None:
     """``"algo-2 rank 1"`` inside a torchrun rank (``RANK`` set), else None."""
-    if "RANK" not in environ:
+    if contract.ENV_RANK not in environ:
         return None
-    return f"{environ.get('SM_CURRENT_HOST', 'host')} rank {environ['RANK']}"
+    return f"{environ.get(contract.ENV_CURRENT_HOST, 'host')} rank {environ[contract.ENV_RANK]}"

@@ -10,13 +10,13 @@ with no custom image. The launcher then:
    Compiler...``, and ``Training Compiler set to debug mode``);
 3. sets the compiler's environment variables, never overwriting one the user set (it warns);
 4. with ``cache=...``, restores the compile cache into a fresh Inductor folder
-   (:mod:`sagemaker_tc.compiler.cache`), once per host, before any rank starts;
-5. adds the Hugging Face ``Trainer`` callback that compiles and measures, then runs the user's
-   entry point in this process (``runpy``, as ``__main__``, with the same arguments), so the
+   (:mod:`sagemaker_tc.compiler.job_cache`), once per host, before any rank starts;
+5. opens the job's compiler session (:class:`~sagemaker_tc.compiler.session.CompilerSession`),
+   adds the Hugging Face ``Trainer`` callback that compiles and measures for it, then runs the
+   user's entry point in this process (``runpy``, as ``__main__``, with the same arguments), so the
    runtime measures what runs (distributed jobs: torchrun runs the launcher once per rank);
-6. saves the compile cache (first host, after every rank), writes
-   ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` (rank 0) and prints the metric lines, also when
-   the script fails;
+6. closes the session, also when the script fails: global rank 0 saves the compile cache, writes
+   ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` (the job's one writer) and prints the metric lines;
 7. when the script raises, writes ``$SM_OUTPUT_DIR/failure`` with the exception's type and message
    first (SageMaker keeps the first 1024 characters as the job's FailureReason; the toolkit only
    writes the file when it does not exist, and without a framework module it captures no error
@@ -26,19 +26,18 @@ with no custom image. The launcher then:
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import runpy
-import shutil
 import subprocess
 import sys
-import tempfile
 import traceback
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from sagemaker_tc import contract
+from sagemaker_tc.compiler.job_cache import JobCache
+from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.container.distributed import rank_label, torchrun_command
 from sagemaker_tc.errors import LauncherError, SagemakerTCError
@@ -50,8 +49,6 @@ LOG_FOUND = "Found configuration for Training Compiler"
 LOG_CONFIGURING = "Configuring SM Training Compiler..."
 LOG_DEBUG = "Training Compiler set to debug mode"
 MAX_TRACEBACK_CHARS = 3000
-INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
-ENV_CACHE = "SM_TC_CACHE"  # the cache outcome (JSON), passed from the launcher to its ranks
 
 
 def _setup_logging() -> None:
@@ -64,12 +61,6 @@ def _setup_logging() -> None:
         package_logger.propagate = False
 
 
-def compiler_dir(environ: Mapping[str, str]) -> Path:
-    """``$SM_OUTPUT_DATA_DIR/compiler`` (SMTC's debug path), or ``./compiler`` outside a job."""
-    base = environ.get(contract.ENV_OUTPUT_DATA_DIR)
-    return (Path(base) if base else Path.cwd()) / contract.COMPILER_OUTPUT_DIRNAME
-
-
 def compiler_environment(config: TrainingCompilerConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The environment variables the launcher wants for ``config`` (before the user's win).
 
@@ -79,8 +70,8 @@ def compiler_environment(config: TrainingCompilerConfig, environ: Mapping[str, s
     """
     env = {contract.ENV_CONFIGURED: "1"}
     if config.debug:
-        env["TORCH_LOGS"] = "graph_breaks,recompiles"
-        env["TORCH_TRACE"] = str(compiler_dir(environ) / "torch_trace")
+        env[contract.ENV_TORCH_LOGS] = "graph_breaks,recompiles"
+        env[contract.ENV_TORCH_TRACE] = str(compiler_dir(environ) / "torch_trace")
     return env
 
 
@@ -101,158 +92,40 @@ def apply_environment(wanted: Mapping[str, str], environ: MutableMapping[str, st
     return applied
 
 
-def _finish(config: TrainingCompilerConfig) -> None:
-    """Write the report (and the debug files) and print the metric lines; never raises (the
-    script's outcome matters more)."""
-    from sagemaker_tc.compiler import debug
-    from sagemaker_tc.compiler.recorder import RECORDER, dynamo_stats, inductor_cache_counters, summarize
-    from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
-    from sagemaker_tc.compiler.runtime import RUNTIME
-    from sagemaker_tc.compiler.shapes import STATS
+def configure(config: TrainingCompilerConfig, environ: MutableMapping[str, str]) -> JobCache | None:
+    """Log SMTC's lines, set the compiler's environment and load the compile cache, once per host:
+    a process whose parent launcher configured it (a torchrun rank) inherits both.
 
-    if os.environ.get("RANK", "0") != "0":
-        return  # one report per job, from rank 0
-    try:
-        plan = RECORDER.plan
-        regional = (
-            getattr(plan, "regional", None) if plan is not None else (config.regional if config.compiles else None)
-        )
-        attached = RUNTIME.config is not None
-        variant = RUNTIME.final_label() if attached else None
-        fallback_reason = RUNTIME.fallback_reason
-        ran_final = any(step.variant == variant for step in RECORDER.steps)
-        if attached and fallback_reason is None and variant.startswith("compiled") and not ran_final:
-            fallback_reason = (
-                f"no training step ran compiled: the job's {len(RECORDER.steps)} step(s) all ran before the switch "
-                f"to compiled (baseline_steps={config.baseline_steps})"
-            )
-        batch_tuning = RECORDER.batch_tuning
-        if config.batch_size is not None and batch_tuning is None:
-            note = (
-                "nothing in the script applied it: a Hugging Face Trainer applies it when it is built; a plain "
-                "PyTorch loop calls sagemaker_tc.tune_batch_size"
-            )
-            logger.warning("BATCH SIZE NOT TUNED: batch_size=%r was set, but %s", config.batch_size, note)
-            batch_tuning = {"requested": config.batch_size, "applied": False, "note": note}
-        report = build_report(
-            config=config,
-            steps=summarize(RECORDER.steps, variant),
-            dynamo=dynamo_stats(),
-            integration=RECORDER.integration,
-            regional=regional,
-            fallback_reason=fallback_reason,
-            variant=variant,
-            trials=RUNTIME.trials() if attached else None,
-            eager_step_seconds=RUNTIME.eager_step_seconds() if attached else None,
-            cache=_cache_state(os.environ),
-            shapes=STATS.summary(),
-            recompile_limit_hits=RECORDER.recompile_limit_hits,
-            training_compiles=RECORDER.training_compiles,
-            inductor_cache=inductor_cache_counters(),
-            attention=RUNTIME.attention,
-            batch_tuning=batch_tuning,
-        )
-        folder = compiler_dir(os.environ)
-        if config.debug:
-            report["debug_files"] = debug.write(folder)
-        path = write_report(report, folder)
-        logger.info(
-            "Compiler report written to %s: compiled=%s variant=%s compile_seconds=%s steady_step_seconds=%s "
-            "eager_step_seconds=%s break_even_steps=%s cache=%s",
-            path,
-            report["compiled"],
-            report["variant"],
-            _fmt(report["compile_seconds"]),
-            _fmt(report["steady_step_seconds"]),
-            _fmt(report["eager_step_seconds"]),
-            report["break_even_steps"],
-            report["cache"]["state"],
-        )
-        print_metric_lines(report)
-    except Exception:  # a broken report must not hide the job's own result
-        logger.exception("Could not write the compiler report")
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
-
-
-def _cache_state(environ: Mapping[str, str]) -> dict:
-    """The cache outcome the launcher put in ``SM_TC_CACHE`` (``{"state": "disabled"}`` without one)."""
-    try:
-        return json.loads(environ[ENV_CACHE])
-    except (KeyError, ValueError):
-        return {"state": "disabled"}
-
-
-def _open_cache(config: TrainingCompilerConfig, environ: MutableMapping[str, str]):
-    """Point Inductor at a folder of this job's and restore the cache entry into it.
-
-    The folder is ``TORCHINDUCTOR_CACHE_DIR`` when the user set it to a folder of their own, else a
-    fresh private folder, so a warm start comes from the cache, not from what an earlier job left
-    in torch's default folder on this host (importing transformers writes that default into
-    ``os.environ``, so a ``local_process`` job can inherit it without anyone choosing it). Returns the
-    :class:`~sagemaker_tc.compiler.cache.CompileCache` and whether the launcher made the folder.
+    Returns:
+        The job's compile cache (None without ``cache``, or when the config does not compile).
     """
-    from sagemaker_tc.compiler.cache import CompileCache
-
-    made = environ.get(INDUCTOR_CACHE_ENV) in (None, "", _default_inductor_dir())
-    if made:
-        environ[INDUCTOR_CACHE_ENV] = tempfile.mkdtemp(prefix="sagemaker-tc-inductor-")
-    cache = CompileCache(config.cache, Path(environ[INDUCTOR_CACHE_ENV]))
-    outcome = cache.load()
-    environ[ENV_CACHE] = json.dumps(outcome.to_dict())
-    return cache, made
-
-
-def _default_inductor_dir() -> str:
-    """torch's default ``TORCHINDUCTOR_CACHE_DIR``: ``<tempdir>/torchinductor_<user>``
-    (``torch/_inductor/runtime/cache_dir_utils.py``)."""
-    import getpass
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = f"uid_{os.getuid()}"
-    return os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
+    logger.info(LOG_FOUND)
+    inherited = environ.get(contract.ENV_CONFIGURED) == "1"
+    if inherited:
+        logger.info("Training Compiler already configured by a parent process")
+    else:
+        logger.info(LOG_CONFIGURING)
+        applied = apply_environment(compiler_environment(config, environ), environ)
+        logger.info("Compiler settings: %s; environment: %s", config.model_dump(), applied)
+        if config.debug:
+            logger.info(LOG_DEBUG)
+            compiler_dir(environ).mkdir(parents=True, exist_ok=True)
+    if not (config.cache and config.compiles):
+        return None
+    return JobCache.inherited(config, environ) if inherited else JobCache.open(config, environ)
 
 
-def _close_cache(cache, made: bool, environ: MutableMapping[str, str]) -> None:
-    """Save the cache from the first host (after every rank here has finished), record the outcome
-    for the report, and remove the private folder. Never raises."""
-    try:
-        if _is_first_host(environ):
-            saved = cache.save()
-            state = _cache_state(environ)
-            state["saved"] = saved.state
-            state["saved_bytes"] = saved.saved_bytes
-            if saved.reason and saved.state != "saved":
-                state["save_reason"] = saved.reason
-            environ[ENV_CACHE] = json.dumps(state)
-    except Exception:
-        logger.exception("Could not save the compile cache")
-    finally:
-        if made:
-            shutil.rmtree(environ.get(INDUCTOR_CACHE_ENV, ""), ignore_errors=True)
+def open_session(
+    config: TrainingCompilerConfig, environ: MutableMapping[str, str], job_cache: JobCache | None
+) -> CompilerSession:
+    """The job process's compiler session, open, with the Hugging Face ``Trainer`` callback
+    installed for it (when transformers is)."""
+    session = CompilerSession(config, environ=environ, writes_report=True, job_cache=job_cache).open()
+    if importlib.util.find_spec("torch") is not None:
+        from sagemaker_tc.integrations import transformers as hf_integration
 
-
-def _is_first_host(environ: Mapping[str, str]) -> bool:
-    try:
-        hosts = json.loads(environ.get("SM_HOSTS", "[]"))
-    except ValueError:
-        hosts = []
-    return not hosts or environ.get("SM_CURRENT_HOST", hosts[0]) == hosts[0]
-
-
-def _patch_report_cache(environ: Mapping[str, str]) -> None:
-    """After torchrun, put the saved cache's outcome into the report rank 0 wrote."""
-    path = compiler_dir(environ) / contract.REPORT_FILENAME
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-        report["cache"] = _cache_state(environ)
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    except (OSError, ValueError):
-        pass
+        hf_integration.install(session)
+    return session
 
 
 def failure_reason(error: BaseException, script: Path | None = None) -> str:
@@ -289,7 +162,8 @@ def _resolve_script(entry_point: str) -> Path:
 
 
 def run(entry_point: str, args: Sequence[str]) -> None:
-    """Configure the compiler from the environment's settings and run ``entry_point`` with ``args``.
+    """Configure the compiler from the environment's settings and run ``entry_point`` with ``args``:
+    settings -> open the session -> run the script -> close the session (report, cache save).
 
     Raises:
         LauncherError: the entry point does not exist.
@@ -305,38 +179,26 @@ def run(entry_point: str, args: Sequence[str]) -> None:
         write_failure(error, os.environ)
         raise
     config = settings.config if settings is not None and settings.config.enabled else None
-    cache = None
-    if config is not None:
-        logger.info(LOG_FOUND)
-        if os.environ.get(contract.ENV_CONFIGURED) == "1":
-            logger.info("Training Compiler already configured by a parent process")
-        else:
-            logger.info(LOG_CONFIGURING)
-            applied = apply_environment(compiler_environment(config, os.environ), os.environ)
-            logger.info("Compiler settings: %s; environment: %s", config.model_dump(), applied)
-            if config.debug:
-                logger.info(LOG_DEBUG)
-                compiler_dir(os.environ).mkdir(parents=True, exist_ok=True)
-            if config.cache and config.compiles:
-                cache = _open_cache(config, os.environ)
-        if command is None and importlib.util.find_spec("torch") is not None:  # ranks measure, not torchrun's parent
-            from sagemaker_tc.integrations import transformers as hf_integration
-            from sagemaker_tc.integrations.pytorch import connect_runtime
-
-            connect_runtime()
-            if config.debug:
-                from sagemaker_tc.compiler import debug
-
-                debug.install()
-            hf_integration.install()
+    job_cache = configure(config, os.environ) if config is not None else None
     if command is not None:
+        if job_cache is not None:
+            job_cache.export(os.environ)
         try:
             _run_ranks(command)
         finally:
-            if cache is not None:
-                _close_cache(*cache, os.environ)
-                _patch_report_cache(os.environ)
+            if job_cache is not None:
+                job_cache.remove_private_dir()
         return
+    session = open_session(config, os.environ, job_cache) if config is not None else None
+    try:
+        _run_script(script, args)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _run_script(script: Path, args: Sequence[str]) -> None:
+    """Run the user's script as ``__main__`` in this process; write the failure file when it fails."""
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.parent))
     try:
@@ -348,11 +210,6 @@ def run(entry_point: str, args: Sequence[str]) -> None:
     except BaseException as error:
         write_failure(error, os.environ, script)
         raise
-    finally:
-        if cache is not None:
-            _close_cache(*cache, os.environ)
-        if config is not None:
-            _finish(config)
 
 
 def _run_ranks(command: Sequence[str]) -> None:
@@ -369,9 +226,8 @@ def _run_ranks(command: Sequence[str]) -> None:
         exit_code = 1
     if exit_code != 0:
         if not failure.exists() and os.environ.get(contract.ENV_OUTPUT_DIR):
-            failure.write_text(
-                f"{os.environ.get('SM_CURRENT_HOST', 'host')}: torchrun exited with code {exit_code}", encoding="utf-8"
-            )
+            host = os.environ.get(contract.ENV_CURRENT_HOST, "host")
+            failure.write_text(f"{host}: torchrun exited with code {exit_code}", encoding="utf-8")
         sys.exit(exit_code)
 
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import logging
-import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc import contract
-from sagemaker_tc.compiler.recorder import RECORDER
-from sagemaker_tc.compiler.runtime import RUNTIME
+from sagemaker_tc.compiler.session import CompilerSession, session_for
 from sagemaker_tc.config import TrainingCompilerConfig
 
 if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger(__name__)
-# Set by the sagemaker-training toolkit for every job's script: tells "inside a job" from a laptop run.
-IN_JOB_ENV = "SM_TRAINING_ENV"
+_WATCHER_KEY = "pytorch.step_watcher"
 
 
 def _batch_size(args: tuple, kwargs: dict) -> int:
@@ -29,57 +25,50 @@ def _batch_size(args: tuple, kwargs: dict) -> int:
     return 0
 
 
-class _StepWatcher:
+class StepWatcher:
     """A step runs from the first training-mode forward after an optimizer step to the next
-    optimizer step; its samples are the batch sizes of the forwards in between."""
+    optimizer step; its samples are the batch sizes of the forwards in between.
 
-    def __init__(self) -> None:
+    One per session: a forward pre-hook on each compiled model and one global optimizer step hook,
+    both removed when the session closes.
+    """
+
+    def __init__(self, session: CompilerSession) -> None:
+        self.session = session
         self.samples = 0
 
-    def on_forward(self, module, args, kwargs):
+    @classmethod
+    def of(cls, session: CompilerSession) -> StepWatcher:
+        """The session's watcher; the first call installs the global optimizer step hook."""
+        watcher = session.extensions.get(_WATCHER_KEY)
+        if watcher is None:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            watcher = session.extensions[_WATCHER_KEY] = cls(session)
+            session.add_cleanup(register_optimizer_step_post_hook(watcher.on_optimizer_step).remove)
+        return watcher
+
+    def watch(self, model: torch.nn.Module) -> None:
+        """Time the steps ``model`` trains (a forward pre-hook, not traced by dynamo)."""
+        import torch
+
+        handle = model.register_forward_pre_hook(torch.compiler.disable(self.on_forward), with_kwargs=True)
+        self.session.add_cleanup(handle.remove)
+
+    def on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
         if not module.training:
             return None
-        if not RECORDER.step_open:
+        timer = self.session.timer
+        if not timer.step_open:
             self.samples = 0
-            RECORDER.begin_step()
+            timer.begin_step()
         self.samples += _batch_size(args, kwargs)
         return None
 
-    def on_optimizer_step(self, optimizer, args, kwargs):
-        RUNTIME.track_optimizer(optimizer)
-        if RECORDER.step_open:
-            RECORDER.end_step(self.samples)
-
-
-_WATCHER = _StepWatcher()
-_optimizer_hook_installed = False
-_runtime_connected = False
-
-
-def connect_runtime() -> None:
-    """Let the runtime see every recorded step and label it (idempotent; imports torch)."""
-    global _runtime_connected
-    RECORDER.install_dynamo_hooks()
-    if not _runtime_connected:
-        RECORDER.on_step_end(RUNTIME.on_step_end, RUNTIME.current_label)
-        _runtime_connected = True
-
-
-def resolve_config(config: TrainingCompilerConfig | None) -> TrainingCompilerConfig:
-    """``config``; else the job's (the estimator's ``compiler_config``); inside a job whose estimator
-    had none, a disabled config (with a warning: the estimator decides); outside a job, the default."""
-    if config is not None:
-        return config
-    settings = contract.settings_from_environment(os.environ)
-    if settings is not None:
-        return settings.config
-    if IN_JOB_ENV in os.environ:
-        logger.warning(
-            "compile_model: this job's estimator has no compiler_config, so the model is not compiled "
-            "(add compiler_config=TrainingCompilerConfig() to the estimator, or pass config= here)"
-        )
-        return TrainingCompilerConfig(enabled=False)
-    return TrainingCompilerConfig()
+    def on_optimizer_step(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        self.session.track_optimizer(optimizer)
+        if self.session.timer.step_open:
+            self.session.timer.end_step(self.samples)
 
 
 def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None = None) -> torch.nn.Module:
@@ -90,6 +79,9 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     uncompiled, with a warning: the estimator decides); outside a job, the default
     ``TrainingCompilerConfig()``. A disabled config or ``backend="eager"`` leaves the model
     uncompiled (still measured). The model object and its ``state_dict()`` keys are unchanged.
+
+    The work is done by the process's compiler session: the job's, else one this call opens
+    (:func:`sagemaker_tc.compiler.session.session_for`; ``current_session().close()`` ends it).
 
     Compiler failures are caught at the compiled call and handled by ``config.policy`` (see
     :mod:`sagemaker_tc.compiler.runtime`); the first ``config.baseline_steps`` optimizer steps run
@@ -103,14 +95,14 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
 
     Returns:
         ``model`` itself.
-    """
-    global _optimizer_hook_installed
-    import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    config = resolve_config(config)
-    RECORDER.integration = RECORDER.integration or "pytorch"
-    connect_runtime()
+    Raises:
+        ConfigError: the job's settings in the environment are malformed.
+    """
+    session = session_for(config)
+    config = config or session.config
+    session.integration = session.integration or "pytorch"
+    watcher = StepWatcher.of(session)
     if config.compiles:
         if getattr(getattr(model, "config", None), "use_cache", None) is True and model.training:
             logger.warning(
@@ -118,8 +110,7 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
                 "compiled layer recompile. Set model.config.use_cache = False for training.",
                 type(model).__name__,
             )
-        plan = RUNTIME.attach(model, config)
-        RECORDER.plan = plan
+        plan = session.attach(model, config)
         logger.info(
             "Compiled %s with %s (%s, %d region(s)); policy %s",
             type(model).__name__,
@@ -132,9 +123,5 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
         logger.info(
             "Compiler off for %s (enabled=%s, backend=%s)", type(model).__name__, config.enabled, config.backend
         )
-    # Not traced by dynamo: the hook only reads shapes and clocks, outside any compiled region.
-    model.register_forward_pre_hook(torch.compiler.disable(_WATCHER.on_forward), with_kwargs=True)
-    if not _optimizer_hook_installed:
-        register_optimizer_step_post_hook(_WATCHER.on_optimizer_step)
-        _optimizer_hook_installed = True
+    watcher.watch(model)
     return model

@@ -20,38 +20,27 @@ whole model); the callback then leaves compilation alone and only measures.
 from __future__ import annotations
 
 import logging
-import os
+from typing import Any
 
-from sagemaker_tc import contract
-from sagemaker_tc.compiler.recorder import RECORDER
-from sagemaker_tc.compiler.runtime import RUNTIME
+from sagemaker_tc.compiler.session import CompilerSession
 from sagemaker_tc.compiler.shapes import BucketCollator, buckets_for_model, pad_token_id_for
-from sagemaker_tc.config import TrainingCompilerConfig
 
 logger = logging.getLogger(__name__)
 
 
-def _job_config() -> TrainingCompilerConfig | None:
-    settings = contract.settings_from_environment(os.environ)
-    return settings.config if settings is not None and settings.config.enabled else None
-
-
-def prepare_training(model, train_dataloader, optimizer, config: TrainingCompilerConfig, torch_compile: bool) -> None:
-    """Compile ``model`` and bucket ``train_dataloader``'s batches by ``config`` (what
+def prepare_training(session: CompilerSession, model, train_dataloader, optimizer, torch_compile: bool) -> None:
+    """Compile ``model`` and bucket ``train_dataloader``'s batches by the session's config (what
     ``on_train_begin`` does; separate so it can be called with a Trainer's parts directly)."""
-    from sagemaker_tc.integrations.pytorch import connect_runtime
-
-    connect_runtime()
+    config = session.config
     if optimizer is not None:
-        RUNTIME.track_optimizer(optimizer)
+        session.track_optimizer(optimizer)
     if not config.compiles:
         return
     if torch_compile:
         logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
         return
     _training_without_kv_cache(model)
-    plan = RUNTIME.attach(model, config)
-    RECORDER.plan = plan
+    plan = session.attach(model)
     logger.info(
         "Compiled %s in place (%s, %d region(s)); policy %s",
         type(model).__name__,
@@ -94,7 +83,8 @@ def _restore_kv_cache(model) -> None:
         delattr(model, _USE_CACHE_SAVED)
 
 
-def _callback_class():
+def make_callback(session: CompilerSession) -> Any:
+    """The ``TrainerCallback`` that compiles and measures for ``session``."""
     from transformers import TrainerCallback
 
     class CompilerReportCallback(TrainerCallback):
@@ -102,41 +92,40 @@ def _callback_class():
         report (global batch = per-device batch x gradient accumulation x world size)."""
 
         def on_init_end(self, args, state, control, model=None, **kwargs):
-            config = _job_config()
-            if config is not None and config.batch_size is not None and model is not None:
+            if session.config.enabled and session.config.batch_size is not None and model is not None:
                 from sagemaker_tc.tuning.trainer import tune_at_init_end
 
-                tune_at_init_end(args, model, config)
+                tune_at_init_end(session, args, model)
 
         def on_train_begin(
             self, args, state, control, model=None, train_dataloader=None, optimizer=None, lr_scheduler=None, **kwargs
         ):
-            RECORDER.integration = "transformers"
-            config = _job_config()
-            if config is not None and config.batch_size is not None:
+            session.integration = "transformers"
+            if session.batch_tuning is not None:
                 from sagemaker_tc.tuning.trainer import describe_at_train_begin
 
-                describe_at_train_begin(args, state, train_dataloader, lr_scheduler, optimizer)
-            if config is not None and model is not None:
-                prepare_training(model, train_dataloader, optimizer, config, bool(args.torch_compile))
+                describe_at_train_begin(session, args, state, train_dataloader, lr_scheduler, optimizer)
+            if session.config.enabled and model is not None:
+                prepare_training(session, model, train_dataloader, optimizer, bool(args.torch_compile))
 
         def on_step_begin(self, args, state, control, **kwargs):
-            RECORDER.begin_step()
+            session.timer.begin_step()
 
         def on_train_end(self, args, state, control, model=None, **kwargs):
             _restore_kv_cache(model)
 
         def on_step_end(self, args, state, control, optimizer=None, **kwargs):
             if optimizer is not None:
-                RUNTIME.track_optimizer(optimizer)
+                session.track_optimizer(optimizer)
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
-            RECORDER.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
+            session.timer.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
 
-    return CompilerReportCallback
+    return CompilerReportCallback()
 
 
-def install() -> bool:
-    """Add the compile-and-measure callback to every ``Trainer`` this process creates (idempotent).
+def install(session: CompilerSession) -> bool:
+    """Add the session's compile-and-measure callback to every ``Trainer`` this process creates
+    (``transformers.trainer.DEFAULT_CALLBACKS``; taken out again when the session closes).
 
     Returns:
         False when transformers is not installed (nothing to do), else True.
@@ -147,6 +136,12 @@ def install() -> bool:
         return False
     import transformers.trainer as trainer_module
 
-    if not any(getattr(cb, "__name__", "") == "CompilerReportCallback" for cb in trainer_module.DEFAULT_CALLBACKS):
-        trainer_module.DEFAULT_CALLBACKS.append(_callback_class())
+    callback = make_callback(session)
+    trainer_module.DEFAULT_CALLBACKS.append(callback)
+
+    def remove() -> None:
+        if callback in trainer_module.DEFAULT_CALLBACKS:
+            trainer_module.DEFAULT_CALLBACKS.remove(callback)
+
+    session.add_cleanup(remove)
     return True

@@ -1,4 +1,4 @@
-"""Batch size and learning rate, tuned with the compiler.
+"""Batch size and learning rate, tuned with the compiler: what runs inside a job.
 
 - :func:`~sagemaker_tc.tuning.finder.find_max_batch`: the largest per-device batch that trains
   within a memory budget, eager or compiled (:mod:`.search` is the bounded search, :mod:`.memory`
@@ -7,7 +7,8 @@
 - :func:`~sagemaker_tc.tuning.api.tune_batch_size`: both in one call for a plain PyTorch loop;
   Hugging Face Trainer scripts get it from ``TrainingCompilerConfig(batch_size="auto")``
   (:mod:`.trainer`).
-- :mod:`.table`: the tested-models table (``sagemaker-tc tune``).
 
-The search and scaling modules import no torch; the rest imports it when called.
+The tested-models table (``sagemaker-tc tune``) lives with the benchmarks
+(:mod:`sagemaker_tc.bench.tune_table`). The search and scaling modules import no torch; the rest
+imports it when called.
 """

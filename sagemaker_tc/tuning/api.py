@@ -13,7 +13,6 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.compiler.recorder import RECORDER
 from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig
 from sagemaker_tc.errors import BatchSizeSearchError, TuningError
 from sagemaker_tc.tuning.decision import TuningDecision, plan_tuning
@@ -22,6 +21,8 @@ from sagemaker_tc.tuning.synthetic import batch_maker, check_supported_head, max
 
 if TYPE_CHECKING:
     import torch
+
+    from sagemaker_tc.compiler.session import CompilerSession
 
 logger = logging.getLogger(__name__)
 
@@ -161,13 +162,14 @@ def tune_batch_size(
     Raises:
         TuningError: bad arguments (before any try). BatchSizeSearchError: no batch fits.
     """
-    from sagemaker_tc.integrations.pytorch import resolve_config
+    from sagemaker_tc.compiler.session import session_for
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise TuningError(
             f"batch_size (the loop's current per-device batch) must be a positive int (got {batch_size!r})"
         )
-    config = resolve_config(config)
+    session = session_for(config)
+    config = config or session.config
     target = config.batch_size if config.batch_size is not None else AUTO_BATCH
     search = None
     if target == AUTO_BATCH:
@@ -203,13 +205,13 @@ def tune_batch_size(
             decision.schedule["optimizer_steps"]["after"] = decision.max_steps[1]
         elif steps and num_epochs is not None:
             decision.schedule["optimizer_steps"]["after"] = math.ceil(num_epochs * steps["after"])
-    record(decision)
+    record(session, decision)
     return decision
 
 
-def record(decision: TuningDecision, *, log: bool = True) -> None:
-    """Keep the decision for the job's report (``batch_tuning``) and log its ``BATCH SIZE TUNED``
-    line (unless ``log`` is False: an update of a decision already logged)."""
-    RECORDER.batch_tuning = decision.to_dict()
+def record(session: CompilerSession, decision: TuningDecision, *, log: bool = True) -> None:
+    """Keep the decision as the session's ``batch_tuning`` (the report's) and log its ``BATCH SIZE
+    TUNED`` line (unless ``log`` is False: an update of a decision already logged)."""
+    session.batch_tuning = decision
     if log:
         logger.info("%s", decision.log_line())

@@ -15,7 +15,7 @@ is discarded.
 
 Compiled tries compile the same regions the runtime will (each repeated block, or the whole
 model), with ``dynamic=True`` so one compiled graph serves every tried batch size; those
-compilations are discarded afterwards (``torch._dynamo.reset()``), and training compiles its own.
+compilations are discarded afterwards (dynamo is reset), and training compiles its own.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc import _internals
+from sagemaker_tc.compiler.loss import compute_loss
+from sagemaker_tc.compiler.regions import compile_kwargs, compile_region, regions_for
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import MemoryBudget, PeakMemory, format_bytes, resolve_budget, tensor_bytes
@@ -77,26 +80,6 @@ class BatchSizeSearch:
         }
 
 
-def default_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
-    """``model(**batch)`` for a dict batch (else ``model(*batch)``), and its loss: the output's
-    ``.loss`` (Hugging Face models given labels), else the output itself when it is a scalar tensor.
-
-    Raises:
-        TuningError: the output has no loss (pass ``loss_fn``).
-    """
-    import torch
-
-    output = model(**batch) if isinstance(batch, dict) else model(*batch)
-    loss = getattr(output, "loss", None)
-    if loss is None and isinstance(output, torch.Tensor) and output.dim() == 0:
-        loss = output
-    if loss is None:
-        raise TuningError(
-            f"{type(model).__name__}'s output has no .loss and is not a scalar: pass loss_fn(model, batch) -> loss"
-        )
-    return loss
-
-
 def _adamw(params) -> torch.optim.Optimizer:
     import torch
 
@@ -133,37 +116,22 @@ def _compiled_regions(model: torch.nn.Module, config: TrainingCompilerConfig) ->
     """Compile the model's regions (as the runtime would) with dynamic shapes for the block; undo
     after. Yields the number of regions.
 
-    Afterwards the search leaves no trace in dynamo: its compiled code is dropped
-    (``torch._dynamo.reset()``), and dynamo's counters and compilation metrics (what the job's report
-    counts: graphs, recompiles, compile seconds) are put back as they were, so the report describes
-    training alone. The report's compile callback, which ``reset()`` clears, is registered again.
+    Afterwards the search leaves no trace in dynamo (:func:`sagemaker_tc._internals.dynamo_state_kept`):
+    its compiled code is dropped, and dynamo's counters and compilation records (what the job's
+    report counts: graphs, recompiles, compile seconds) are put back as they were, so the report
+    describes training alone.
     """
-    import torch
-    import torch._dynamo.utils as dynamo_utils
-
-    from sagemaker_tc.compiler.recorder import RECORDER
-    from sagemaker_tc.compiler.regions import compile_kwargs, find_repeated_blocks
-
     kwargs = {**compile_kwargs(config), "dynamic": True}
-    blocks = find_repeated_blocks(model) if config.regional else []
-    regions = blocks or [model]
-    previous = [region._compiled_call_impl for region in regions]
-    counters = {key: dict(value) for key, value in dynamo_utils.counters.items()}
-    metrics = list(dynamo_utils._compilation_metrics)
-    for region in regions:
-        region._compiled_call_impl = torch.compile(region._call_impl, **kwargs)
-    try:
-        yield len(regions)
-    finally:
-        for region, value in zip(regions, previous, strict=True):
-            region._compiled_call_impl = value
-        torch._dynamo.reset()
-        dynamo_utils.counters.clear()
-        for key, value in counters.items():
-            dynamo_utils.counters[key].update(value)
-        dynamo_utils._compilation_metrics.clear()
-        dynamo_utils._compilation_metrics.extend(metrics)
-        RECORDER.after_dynamo_reset()
+    regions, _ = regions_for(model, config)
+    previous = [_internals.compiled_call(region) for region in regions]
+    with _internals.dynamo_state_kept():
+        for region in regions:
+            _internals.set_compiled_call(region, compile_region(region, **kwargs))
+        try:
+            yield len(regions)
+        finally:
+            for region, value in zip(regions, previous, strict=True):
+                _internals.set_compiled_call(region, value)
 
 
 def _leading_dim(batch: Any) -> int | None:
@@ -249,7 +217,8 @@ def find_max_batch(
         steps_per_trial: full training steps per try (>= 2, see the module docstring).
         optimizer_factory: ``factory(params)`` builds the trial optimizer; default AdamW (two
             fp32 state tensors per parameter, like Adam and Hugging Face's default ``adamw_torch``).
-        loss_fn: ``loss_fn(model, batch)`` returns the loss; default :func:`default_loss`.
+        loss_fn: ``loss_fn(model, batch)`` returns the loss; default
+            :func:`sagemaker_tc.compiler.loss.compute_loss`.
         autocast_dtype: run forward passes under ``torch.autocast`` with this dtype (e.g.
             ``torch.bfloat16`` for a bf16 mixed-precision job), else in the model's dtype.
         seq_len: recorded in the result (the finder itself only sees ``make_batch``).
@@ -274,7 +243,7 @@ def find_max_batch(
     budget = resolve_budget(device, budget_gib)
     config = config or TrainingCompilerConfig()
     factory = optimizer_factory or _adamw
-    compute_loss = loss_fn or default_loss
+    compute_loss_fn = loss_fn or compute_loss
     base_bytes = tensor_bytes(list(model.parameters()) + list(model.buffers())) if device.type == "cpu" else 0
     autocast = (
         torch.autocast(device_type=device.type, dtype=autocast_dtype)
@@ -293,7 +262,7 @@ def find_max_batch(
                 for _ in range(steps_per_trial):
                     optimizer.zero_grad(set_to_none=True)
                     with autocast:
-                        loss = compute_loss(model, batch)
+                        loss = compute_loss_fn(model, batch)
                     loss.backward()
                     optimizer.step()
                     loss = None

@@ -9,11 +9,12 @@ will build (``Trainer.get_optimizer_cls_and_kwargs``) and the Trainer's mixed pr
 ``per_device_train_batch_size``, ``learning_rate``, ``warmup_steps`` (when given in steps) and
 ``max_steps`` (when set).
 
-One reach into the Trainer: it copies the batch size into ``Trainer._train_batch_size`` in
-``__init__``, before ``on_init_end``, and transformers has no public setter for it (its own
-``auto_find_batch_size`` writes that field). The callback finds the Trainer that is calling it (the
-``self`` of ``Trainer.__init__`` on the call stack) and updates that one field. Without it the
-change is not applied and the report says so.
+One reach into the Trainer: it copies the batch size into a private field in ``__init__``, before
+``on_init_end``, and transformers has no public setter for it (its own ``auto_find_batch_size``
+writes that field). The callback finds the Trainer that is calling it (the ``self`` of
+``Trainer.__init__`` on the call stack) and updates that one field
+(:func:`sagemaker_tc._internals.calling_trainer`, :func:`~sagemaker_tc._internals.set_trainer_batch_size`).
+Without it the change is not applied and the report says so.
 
 :func:`describe_at_train_begin` then adds what only ``train()`` knows to the report: steps per
 epoch and optimizer steps before/after, the scheduler, the warm-up it resolved, and the learning
@@ -24,31 +25,17 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig
+from sagemaker_tc import _internals
+from sagemaker_tc.config import AUTO_BATCH
 from sagemaker_tc.tuning.api import record, search_batch
 from sagemaker_tc.tuning.decision import LOG_PREFIX, TuningDecision, plan_tuning
 
+if TYPE_CHECKING:
+    from sagemaker_tc.compiler.session import CompilerSession
+
 logger = logging.getLogger(__name__)
-_STACK_DEPTH = 12
-_decision: TuningDecision | None = None
-
-
-def _calling_trainer() -> Any:
-    """The ``transformers.Trainer`` whose ``__init__`` is on the call stack, else None."""
-    from transformers import Trainer
-
-    frame = sys._getframe(1)
-    for _ in range(_STACK_DEPTH):
-        if frame is None:
-            break
-        candidate = frame.f_locals.get("self")
-        if isinstance(candidate, Trainer):
-            return candidate
-        frame = frame.f_back
-    return None
 
 
 def _optimizer_factory(args: Any, model: Any):
@@ -70,8 +57,9 @@ def _autocast_dtype(args: Any):
     return None
 
 
-def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> TuningDecision | None:
-    """Apply ``config.batch_size`` to a Trainer being built (module docstring).
+def tune_at_init_end(session: CompilerSession, args: Any, model: Any) -> TuningDecision | None:
+    """Apply the session's ``config.batch_size`` to a Trainer being built (module docstring); the
+    decision is the session's ``batch_tuning``.
 
     A search that fails (no batch fits, no synthetic inputs for this model, a compiler error in a
     try) keeps the script's batch and learning rate with a ``BATCH SIZE NOT TUNED`` error line, and
@@ -83,7 +71,7 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
     Raises:
         TuningError, BatchSizeSearchError, or the compiler's error: only with ``policy="strict"``.
     """
-    global _decision
+    config = session.config
     if config.batch_size is None or model is None:
         return None
     old_batch = args.per_device_train_batch_size
@@ -117,9 +105,9 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
         except Exception as error:
             reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
             trials = [t.to_dict() for t in getattr(error, "trials", [])]
-            _decision = plan(old_batch, {"failed": reason, "trials": trials})
-            _decision.applied, _decision.note = False, f"search failed: {reason}"
-            record(_decision, log=False)
+            failed = plan(old_batch, {"failed": reason, "trials": trials})
+            failed.applied, failed.note = False, f"search failed: {reason}"
+            record(session, failed, log=False)
             if config.policy == "strict":
                 raise
             logger.error(
@@ -129,11 +117,11 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
                 old_batch,
                 args.learning_rate,
             )
-            return _decision
+            return failed
         new_batch, search = found.batch_size, found.to_dict()
     decision = plan(int(new_batch), search)
-    trainer = _calling_trainer()
-    if trainer is None or not hasattr(trainer, "_train_batch_size"):
+    trainer = _internals.calling_trainer()
+    if trainer is None or not _internals.set_trainer_batch_size(trainer, _train_batch(args, decision)):
         decision.applied = False
         decision.note = "the Trainer calling on_init_end was not found on the call stack: nothing changed"
         logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
@@ -142,7 +130,6 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
         args.learning_rate = decision.learning_rate[1]
         args.warmup_steps = decision.warmup_steps[1]
         args.max_steps = decision.max_steps[1]
-        trainer._train_batch_size = args.train_batch_size
         after = decision.max_steps[1]
         if config.compiles and 0 < after <= config.baseline_steps:
             logger.warning(
@@ -151,9 +138,14 @@ def tune_at_init_end(args: Any, model: Any, config: TrainingCompilerConfig) -> T
                 after,
                 config.baseline_steps,
             )
-    _decision = decision
-    record(decision, log=decision.applied)
+    record(session, decision, log=decision.applied)
     return decision
+
+
+def _train_batch(args: Any, decision: TuningDecision) -> int:
+    """The Trainer's total train batch for the tuned per-device batch: per-device x devices
+    (``TrainingArguments.train_batch_size`` multiplies by ``max(1, n_gpu)``)."""
+    return decision.per_device_batch[1] * max(1, getattr(args, "n_gpu", 1) or 1)
 
 
 def _warmup_resolved(warmup_steps: float, total_steps: int | None) -> int | None:
@@ -166,11 +158,13 @@ def _warmup_resolved(warmup_steps: float, total_steps: int | None) -> int | None
     return math.ceil(total_steps * warmup_steps)
 
 
-def describe_at_train_begin(args: Any, state: Any, train_dataloader: Any, lr_scheduler: Any, optimizer: Any) -> None:
+def describe_at_train_begin(
+    session: CompilerSession, args: Any, state: Any, train_dataloader: Any, lr_scheduler: Any, optimizer: Any
+) -> None:
     """Add steps per epoch, optimizer steps, the scheduler, resolved warm-up and the optimizer's
-    starting learning rate to the pending decision's report entry, check the Trainer really uses the
-    new batch, and log them (no-op without a decision)."""
-    decision = _decision
+    starting learning rate to the session's decision, check the Trainer really uses the new batch,
+    and log them (no-op without a decision)."""
+    decision = session.batch_tuning
     if decision is None:
         return
     dataset = getattr(getattr(train_dataloader, "base_dataloader", train_dataloader), "dataset", None)
@@ -203,7 +197,7 @@ def describe_at_train_begin(args: Any, state: Any, train_dataloader: Any, lr_sch
         decision.applied = False
         decision.note = f"the Trainer trains with batch {used}, not the tuned {expected}"
         logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
-    record(decision, log=False)
+    record(session, decision, log=False)
     if not decision.applied:
         return
     steps = schedule.get("steps_per_epoch") or {}

@@ -2,7 +2,7 @@
 per model) for our compiler, with samples/s at each batch.
 
 For each suite model, each mode (``eager``, ``compiled``) runs in its own process
-(:mod:`.worker`): the largest batch that trains within the memory budget at the given sequence
+(:mod:`.tune_worker`): the largest batch that trains within the memory budget at the given sequence
 length, then samples/s at that batch. Written as JSON (every try and measurement, the options, the
 versions and the hardware) and Markdown.
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 from sagemaker_tc.bench import hardware
 from sagemaker_tc.bench.data import tokenize_sst2
-from sagemaker_tc.bench.runner import BenchOptions, _variant_env, resolve_options, run_worker_process
+from sagemaker_tc.bench.runner import BenchOptions, resolve_options, run_worker_process, variant_env
+from sagemaker_tc.bench.tune_worker import MODES, TuneSpec
 from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import format_bytes
-from sagemaker_tc.tuning.worker import MODES, TuneSpec
 
 logger = logging.getLogger(__name__)
 SCHEMA = "sagemaker-tc/tested-models/1"
@@ -123,10 +123,10 @@ def _cell(options: TableOptions, model: str, mode: str, workdir: Path, data_path
     cache_dir.mkdir(parents=True, exist_ok=True)
     logger.info("tune: %s / %s", model, mode)
     result, wall_s = run_worker_process(
-        "sagemaker_tc.tuning.worker",
+        "sagemaker_tc.bench.tune_worker",
         asdict(spec),
         workdir / f"{model}--{mode}",
-        _variant_env(bench, cache_dir),
+        variant_env(bench, cache_dir),
         timeout_s,
     )
     result.pop("spec", None)

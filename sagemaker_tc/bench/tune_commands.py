@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from sagemaker_tc.bench.commands import _configure_logging, _split_names, exit_code
+from sagemaker_tc.bench.commands import configure_logging, exit_code, split_names
 
 DEFAULT_OUT = Path("sagemaker-tc-output") / "tune"
 
@@ -58,10 +58,10 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
     Raises:
         BenchError, TuningError: bad options (before any work).
     """
-    from sagemaker_tc.tuning.table import resolve_table_options, run_table, summary_lines, write_outputs
+    from sagemaker_tc.bench.tune_table import resolve_table_options, run_table, summary_lines, write_outputs
 
     table_options = resolve_table_options(
-        models=_split_names(options.models),
+        models=split_names(options.models),
         size=options.size,
         seq_len=options.seq_len,
         dtype=options.dtype,
@@ -71,13 +71,13 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
         max_batch=options.max_batch_size,
         multiple_of=options.multiple_of,
         start=options.start,
-        modes=_split_names(options.modes),
+        modes=split_names(options.modes),
         cpu_threads=options.cpu_threads,
         timeout_s=options.timeout,
         time_budget_s=options.time_budget,
         data=options.data,
     )
-    _configure_logging()
+    configure_logging()
     command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])
     document = run_table(table_options, command=command)
     out = stream or sys.stdout

@@ -1,4 +1,4 @@
-"""One tested-models cell in its own process: ``python -m sagemaker_tc.tuning.worker SPEC.json RESULT.json``.
+"""One tested-models cell in its own process: ``python -m sagemaker_tc.bench.tune_worker SPEC.json RESULT.json``.
 
 For one suite model and one mode (``eager`` or ``compiled``) it finds the largest batch that trains
 within the budget (:func:`~sagemaker_tc.tuning.finder.find_max_batch`, on real SST-2 rows), then

@@ -1,0 +1,136 @@
+"""What dynamo did in this process: one reader for jobs, ``bench`` and ``tune``, and the compile watch.
+
+:func:`dynamo_stats` reads dynamo's counters and compilation records; :class:`CompileWatch` counts
+compilations as they start (so a step knows it compiled) and catches dynamo's recompile-limit
+warning. Both reach torch only through :mod:`sagemaker_tc._internals`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sagemaker_tc import _internals
+
+logger = logging.getLogger("sagemaker_tc.compiler")
+_COMPILE_ID_RE = re.compile(r"(\d+)/(\d+)")
+
+
+@dataclass(frozen=True)
+class DynamoStats:
+    """What dynamo did in this process so far.
+
+    Attributes:
+        graphs: graphs dynamo captured and compiled (``counters["stats"]["unique_graphs"]``).
+        frames_compiled: frame compilations (forward compilation records; a backward compiled for
+            a frame is part of that frame's compilation, not another one).
+        recompiles: compilations of a frame that had been compiled before (compile id ``N/k``,
+            k > 0, forward records).
+        graph_breaks: graph breaks, all reasons together.
+        graph_break_reasons: reason text (first line) -> count.
+        compile_seconds: dynamo's own measure of time spent compiling frames, seconds.
+    """
+
+    graphs: int = 0
+    frames_compiled: int = 0
+    recompiles: int = 0
+    graph_breaks: int = 0
+    graph_break_reasons: dict[str, int] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+
+
+def dynamo_stats() -> DynamoStats:
+    """Read dynamo's counters and compilation records (empty stats when torch was never imported)."""
+    if "torch" not in sys.modules:
+        return DynamoStats()
+    counters = _internals.dynamo_counters()
+    reasons: dict[str, int] = {}
+    for reason, count in counters["graph_break"].items():
+        first_line = str(reason).strip().splitlines()[0] if str(reason).strip() else "unknown"
+        reasons[first_line] = reasons.get(first_line, 0) + count
+    frames = recompiles = 0
+    compile_seconds = 0.0
+    for record in _internals.compilation_records():
+        compile_seconds += record.entire_frame_compile_time_s or 0.0
+        if not getattr(record, "is_forward", True):
+            continue
+        frames += 1
+        match = _COMPILE_ID_RE.search(record.compile_id or "")
+        if match and int(match.group(2)) > 0:
+            recompiles += 1
+    return DynamoStats(
+        graphs=int(counters["stats"]["unique_graphs"]),
+        frames_compiled=frames,
+        recompiles=recompiles,
+        graph_breaks=sum(reasons.values()),
+        graph_break_reasons=reasons,
+        compile_seconds=compile_seconds,
+    )
+
+
+def inductor_cache_counters() -> dict[str, int]:
+    """Inductor's FX graph cache and AOTAutograd cache hits and misses in this process (zeros
+    without torch)."""
+    if "torch" not in sys.modules:
+        return {"fx_graph_hits": 0, "fx_graph_misses": 0, "aot_autograd_hits": 0, "aot_autograd_misses": 0}
+    counters = _internals.dynamo_counters()
+    return {
+        "fx_graph_hits": int(counters["inductor"]["fxgraph_cache_hit"]),
+        "fx_graph_misses": int(counters["inductor"]["fxgraph_cache_miss"]),
+        "aot_autograd_hits": int(counters["aot_autograd"]["autograd_cache_hit"]),
+        "aot_autograd_misses": int(counters["aot_autograd"]["autograd_cache_miss"]),
+    }
+
+
+class CompileWatch:
+    """Tells ``on_compile()`` whenever torch starts compiling, and keeps dynamo's recompile-limit
+    warnings (past the limit dynamo runs the function uncompiled, and says so only in that log line).
+
+    :meth:`install` registers both (importing torch); :meth:`uninstall` removes them.
+    """
+
+    def __init__(self, on_compile: Callable[..., None]) -> None:
+        self.on_compile = on_compile
+        self.recompile_limit_hits: list[str] = []
+        self._undo: list[Callable[[], None]] = []
+        self._handler = _RecompileLimitHandler(self)
+
+    def install(self) -> None:
+        """Register the compile callback and the log handler (idempotent)."""
+        if self._undo:
+            return
+        _internals.keep_compilation_records()
+        self._undo.append(_internals.add_compile_start_callback(self.on_compile))
+        limit_logger = logging.getLogger(_internals.RECOMPILE_LIMIT_LOGGER)
+        limit_logger.addHandler(self._handler)
+        self._undo.append(lambda: limit_logger.removeHandler(self._handler))
+
+    def uninstall(self) -> None:
+        """Remove what :meth:`install` registered."""
+        while self._undo:
+            self._undo.pop()()
+
+
+class _RecompileLimitHandler(logging.Handler):
+    def __init__(self, watch: CompileWatch) -> None:
+        super().__init__(level=logging.WARNING)
+        self.watch = watch
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record must not break training
+            return
+        if not _internals.is_recompile_limit_message(message):
+            return
+        lines = [line.strip() for line in message.splitlines() if line.strip()]
+        summary = " ".join(lines[:3])
+        self.watch.recompile_limit_hits.append(summary)
+        logger.error(
+            "RECOMPILE LIMIT HIT: dynamo stopped compiling this function and runs it uncompiled from now on "
+            "(%s). Bucket sequence lengths (TrainingCompilerConfig(buckets=...)) or pass dynamic=True.",
+            summary,
+        )

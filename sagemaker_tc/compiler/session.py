@@ -1,0 +1,310 @@
+"""One compiler session per job process: everything the compiler knows about the job, in one object.
+
+A :class:`CompilerSession` is made from the resolved ``TrainingCompilerConfig``: by the launcher in
+a job (:mod:`sagemaker_tc.container.launcher`), by ``compile_model`` outside one. It owns
+
+- the runtime: the compiled regions, the compile plan, the policy's schedule
+  (:class:`~sagemaker_tc.compiler.runtime.CompilerRuntime`);
+- the step records (:class:`~sagemaker_tc.compiler.steps.StepTimer`) and the compile watch
+  (:class:`~sagemaker_tc.compiler.dynamo.CompileWatch`);
+- the bucket statistics, the debug capture, the compile cache's outcome and the batch-size decision;
+- every hook it installs in torch, transformers or logging, each undone by :meth:`close`;
+
+and it produces the report (:meth:`report`). The integrations are handed the session; nothing
+re-reads the environment per event. The session of the process is :func:`current_session` while it
+is open.
+
+Life in a job: settings -> :meth:`CompilerSession.open` -> the user's script -> :meth:`close`
+(compile cache saved by global rank 0, ``report.json`` written by global rank 0: one writer per job).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sagemaker_tc import _internals, contract
+from sagemaker_tc.compiler.debug import DebugCapture
+from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats, inductor_cache_counters
+from sagemaker_tc.compiler.report import JobFacts, build_report, print_metric_lines, write_report
+from sagemaker_tc.compiler.runtime import CompilerRuntime
+from sagemaker_tc.compiler.shapes import BucketStats, recompile_limit_for_buckets
+from sagemaker_tc.compiler.steps import StepTimer, summarize
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import SagemakerTCError
+
+if TYPE_CHECKING:
+    from sagemaker_tc.compiler.job_cache import JobCache
+    from sagemaker_tc.compiler.regions import CompilePlan
+
+logger = logging.getLogger("sagemaker_tc.session")
+
+_current: CompilerSession | None = None
+
+
+class SessionStateError(SagemakerTCError, RuntimeError):
+    """A session was opened while another is open in the process, or used after it was closed."""
+
+
+def current_session() -> CompilerSession | None:
+    """The process's open session, else None."""
+    return _current
+
+
+def compiler_dir(environ: Mapping[str, str]) -> Path:
+    """``$SM_OUTPUT_DATA_DIR/compiler`` (SMTC's debug path), or ``./compiler`` outside a job."""
+    base = environ.get(contract.ENV_OUTPUT_DATA_DIR)
+    return (Path(base) if base else Path.cwd()) / contract.COMPILER_OUTPUT_DIRNAME
+
+
+def resolve_config(config: TrainingCompilerConfig | None, environ: Mapping[str, str]) -> TrainingCompilerConfig:
+    """``config``; else the job's (the estimator's ``compiler_config``); inside a job whose estimator
+    had none, a disabled config (with a warning: the estimator decides); outside a job, the default.
+
+    Raises:
+        ConfigError: the job's settings in the environment are malformed.
+    """
+    if config is not None:
+        return config
+    settings = contract.settings_from_environment(environ)
+    if settings is not None:
+        return settings.config
+    if contract.ENV_TRAINING_ENV in environ:
+        logger.warning(
+            "compile_model: this job's estimator has no compiler_config, so the model is not compiled "
+            "(add compiler_config=TrainingCompilerConfig() to the estimator, or pass config= here)"
+        )
+        return TrainingCompilerConfig(enabled=False)
+    return TrainingCompilerConfig()
+
+
+def session_for(config: TrainingCompilerConfig | None = None) -> CompilerSession:
+    """The process's open session, or a new one opened with :func:`resolve_config` of ``config``
+    (``compile_model`` and ``tune_batch_size`` outside a job; it writes no report)."""
+    session = current_session()
+    if session is not None:
+        return session
+    return CompilerSession(resolve_config(config, os.environ)).open()
+
+
+class CompilerSession:
+    """The compiler's state for one job process (module docstring).
+
+    Args:
+        config: the resolved config.
+        environ: the process environment (output folder, rank, host); default ``os.environ``.
+        writes_report: write ``report.json`` and the metric lines at :meth:`close` (global rank 0
+            only); the launcher's session does, a session ``compile_model`` opened does not.
+        job_cache: the job's compile cache (saved at :meth:`close` by global rank 0).
+    """
+
+    def __init__(
+        self,
+        config: TrainingCompilerConfig,
+        *,
+        environ: Mapping[str, str] | None = None,
+        writes_report: bool = False,
+        job_cache: JobCache | None = None,
+    ) -> None:
+        self.config = config
+        self.environ = os.environ if environ is None else environ
+        self.writes_report = writes_report
+        self.job_cache = job_cache
+        self.buckets = BucketStats()
+        self.runtime = CompilerRuntime(self.buckets)
+        self.timer = StepTimer(label=self.runtime.current_label)
+        self.timer.add_listener(self.runtime.on_step_end)
+        self.watch = CompileWatch(self.timer.on_compile)
+        self.debug = DebugCapture() if config.debug else None
+        self.integration: str | None = None
+        self.plan: CompilePlan | None = None
+        self.batch_tuning: Any = None  # a sagemaker_tc.tuning.decision.TuningDecision
+        self.extensions: dict[str, Any] = {}  # state an integration keeps for this session
+        self.state = "new"
+        self._undo: list[Callable[[], None]] = []
+        self._recompile_limit_before: int | None = None
+
+    # -- life ------------------------------------------------------------------------------------
+    def open(self) -> CompilerSession:
+        """Make this the process's session and install its torch hooks (when torch is installed).
+
+        Raises:
+            SessionStateError: another session is open in this process, or this one was used.
+        """
+        global _current
+        if self.state != "new":
+            raise SessionStateError(f"this compiler session is {self.state}; open a new one")
+        if _current is not None:
+            raise SessionStateError("a compiler session is already open in this process: close it first")
+        _current = self
+        self.state = "open"
+        if self.job_cache is not None:  # undone last: after the report's cache save
+            self._undo.append(self.job_cache.remove_private_dir)
+        if _torch_installed():
+            self.watch.install()
+            self._undo.append(self.watch.uninstall)
+            self._undo.append(_internals.compile_backward_with_forward())
+            if self.debug is not None:
+                self.debug.install()
+                self._undo.append(self.debug.uninstall)
+        return self
+
+    def add_cleanup(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` at :meth:`close` (hooks an integration installed), last added first."""
+        self._undo.append(undo)
+
+    def close(self) -> dict[str, Any] | None:
+        """End the session: save the compile cache and write the report (global rank 0 of a
+        launcher's session), then undo every hook. Never raises over the report or the cache (the
+        script's own outcome matters more).
+
+        Returns:
+            The report when this process wrote one, else None.
+        """
+        global _current
+        if self.state != "open":
+            return None
+        report = None
+        try:
+            report = self._finish() if self.writes_report and self.is_rank_zero else None
+        finally:
+            while self._undo:
+                try:
+                    self._undo.pop()()
+                except Exception:  # undoing one hook must not keep the others in place
+                    logger.exception("Could not undo a compiler hook")
+            if _current is self:
+                _current = None
+            self.state = "closed"
+        return report
+
+    def __enter__(self) -> CompilerSession:
+        return self.open() if self.state == "new" else self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def is_rank_zero(self) -> bool:
+        """True in global rank 0 (and outside torchrun)."""
+        return self.environ.get(contract.ENV_RANK, "0") == "0"
+
+    # -- what integrations call ----------------------------------------------------------------------
+    def attach(self, model: Any, config: TrainingCompilerConfig | None = None) -> CompilePlan:
+        """Compile ``model`` in place by ``config`` (default the session's) and remember the plan."""
+        plan = self.runtime.attach(model, config or self.config)
+        self.plan = plan
+        return plan
+
+    def use_buckets(self, buckets: list[int]) -> BucketStats:
+        """A bucketing collator joins: training runs static graphs from now on, and dynamo's
+        ``recompile_limit`` makes room for one graph per bucket (restored at :meth:`close`).
+
+        Returns:
+            The statistics the collator counts its batches in.
+        """
+        self.buckets.register(buckets)
+        if _torch_installed():
+            current = _internals.recompile_limit()
+            wanted = recompile_limit_for_buckets(len(buckets), current)
+            if wanted != current:
+                if self._recompile_limit_before is None:
+                    self._recompile_limit_before = current
+                    self._undo.append(lambda: _internals.set_recompile_limit(self._recompile_limit_before))
+                _internals.set_recompile_limit(wanted)
+        return self.buckets
+
+    def track_optimizer(self, optimizer: Any) -> None:
+        """Remember an optimizer the job steps (the policy may switch it to its fused kernel)."""
+        self.runtime.track_optimizer(optimizer)
+
+    # -- the report ------------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        """The report (``report.json``'s fields) as of now; waits for steps still on the GPU."""
+        config, runtime = self.config, self.runtime
+        records = self.timer.flush()
+        attached = runtime.config is not None
+        variant = runtime.final_label() if attached else None
+        regional = self.plan.regional if self.plan is not None else (config.regional if config.compiles else None)
+        facts = JobFacts(
+            steps=summarize(records, variant),
+            dynamo=dynamo_stats(),
+            integration=self.integration,
+            regional=regional,
+            fallback_reason=self._fallback_reason(variant, records),
+            variant=variant,
+            trials=runtime.trials() if attached else [],
+            eager_step_seconds=runtime.eager_step_seconds() if attached else None,
+            cache=dict(self.job_cache.outcome) if self.job_cache is not None else {"state": "disabled"},
+            shapes=self.buckets.summary(),
+            recompile_limit_hits=list(self.watch.recompile_limit_hits),
+            training_compiles=self.timer.compiles_in_steps,
+            inductor_cache=inductor_cache_counters(),
+            attention=runtime.attention,
+            batch_tuning=self._batch_tuning(),
+        )
+        return build_report(config, facts)
+
+    def _fallback_reason(self, variant: str | None, records: list) -> str | None:
+        reason = self.runtime.fallback_reason
+        if self.runtime.config is None or reason is not None or not variant or not variant.startswith("compiled"):
+            return reason
+        if any(record.variant == variant for record in records):
+            return None
+        return (
+            f"no training step ran compiled: the job's {len(records)} step(s) all ran before the switch "
+            f"to compiled (baseline_steps={self.config.baseline_steps})"
+        )
+
+    def _batch_tuning(self) -> dict[str, Any] | None:
+        if self.batch_tuning is not None:
+            return self.batch_tuning.to_dict()
+        if self.config.batch_size is None:
+            return None
+        note = (
+            "nothing in the script applied it: a Hugging Face Trainer applies it when it is built; a plain "
+            "PyTorch loop calls sagemaker_tc.tune_batch_size"
+        )
+        logger.warning("BATCH SIZE NOT TUNED: batch_size=%r was set, but %s", self.config.batch_size, note)
+        return {"requested": self.config.batch_size, "applied": False, "note": note}
+
+    def _finish(self) -> dict[str, Any] | None:
+        """Save the cache, write the report (and the debug files), print the metric lines."""
+        try:
+            if self.job_cache is not None:
+                self.job_cache.save(self.environ)
+            report = self.report()
+            folder = compiler_dir(self.environ)
+            if self.debug is not None:
+                report["debug_files"] = self.debug.write(folder)
+            path = write_report(report, folder)
+            logger.info(
+                "Compiler report written to %s: compiled=%s variant=%s compile_seconds=%s steady_step_seconds=%s "
+                "eager_step_seconds=%s break_even_steps=%s cache=%s",
+                path,
+                report["compiled"],
+                report["variant"],
+                _fmt(report["compile_seconds"]),
+                _fmt(report["steady_step_seconds"]),
+                _fmt(report["eager_step_seconds"]),
+                report["break_even_steps"],
+                report["cache"]["state"],
+            )
+            print_metric_lines(report)
+            return report
+        except Exception:  # a broken report must not hide the job's own result
+            logger.exception("Could not write the compiler report")
+            return None
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def _torch_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None

@@ -1,0 +1,170 @@
+"""Every private API in sagemaker_tc/_internals.py, exercised against the installed torch, transformers
+and sagemaker-core: a failure names the symbol that moved."""
+
+import inspect
+import logging
+import tempfile
+
+import pytest
+import torch
+
+from sagemaker_tc import _internals
+
+
+def _compiled_module_slot():
+    module = torch.nn.Linear(2, 2)
+    assert _internals.compiled_call(module) is None
+    module.compile()
+    assert _internals.compiled_call(module) is not None
+    _internals.set_compiled_call(module, None)
+    assert _internals.compiled_call(module) is None
+    assert _internals.uncompiled_call(module)(torch.ones(1, 2)).shape == (1, 2)
+
+
+def _force_non_lazy_backward_lowering():
+    import torch._functorch.config as functorch_config
+
+    before = functorch_config.force_non_lazy_backward_lowering
+    restore = _internals.compile_backward_with_forward()
+    assert functorch_config.force_non_lazy_backward_lowering is True
+    restore()
+    assert functorch_config.force_non_lazy_backward_lowering == before
+
+
+def _counters_records_and_callbacks():
+    seen = []
+    remove = _internals.add_compile_start_callback(seen.append)
+    try:
+        _internals.keep_compilation_records()
+        torch.compile(lambda x: x * 3 + 1, backend="eager")(torch.ones(3))
+    finally:
+        remove()
+        remove()  # safe twice
+    assert seen and hasattr(seen[0], "callback_trigger")
+    records = _internals.compilation_records()
+    assert records and hasattr(records[-1], "compile_id") and hasattr(records[-1], "is_forward")
+    assert "unique_graphs" in _internals.dynamo_counters()["stats"]
+    assert seen[0] not in _internals.compile_start_callbacks()
+
+
+def _dynamo_state_kept():
+    kept = []
+    remove = _internals.add_compile_start_callback(kept.append)
+    graphs = _internals.dynamo_counters()["stats"]["unique_graphs"]
+    records = len(_internals.compilation_records())
+    try:
+        with _internals.dynamo_state_kept():
+            torch.compile(lambda x: x - 2, backend="eager")(torch.ones(2))
+        assert _internals.dynamo_counters()["stats"]["unique_graphs"] == graphs
+        assert len(_internals.compilation_records()) == records
+        inside = len(kept)
+        assert inside >= 1
+        torch.compile(lambda x: x * 5, backend="eager")(torch.ones(2))  # the callback survived the reset
+        assert len(kept) > inside
+    finally:
+        remove()
+
+
+def _recompile_limit():
+    before = _internals.recompile_limit()
+    _internals.set_recompile_limit(before + 3)
+    try:
+        assert torch._dynamo.config.recompile_limit == before + 3
+    finally:
+        _internals.set_recompile_limit(before)
+
+
+def _recompile_limit_log_line():
+    import torch._dynamo.convert_frame as convert_frame
+
+    source = inspect.getsource(convert_frame)
+    assert "torch._dynamo hit config.%s" in source, "dynamo's recompile-limit warning text changed"
+    assert convert_frame.log.name == _internals.RECOMPILE_LIMIT_LOGGER
+    assert _internals.is_recompile_limit_message("torch._dynamo hit config.recompile_limit (8)\n   function: 'f'")
+    assert not _internals.is_recompile_limit_message("compiled fine")
+
+
+def _artifact_loggers():
+    from torch._logging import getArtifactLogger
+
+    names = {getArtifactLogger(n, "graph_breaks").name for n in ("torch._dynamo.symbolic_convert",)}
+    assert names <= set(_internals.GRAPH_BREAK_LOGGERS)
+    assert getArtifactLogger("torch._dynamo.guards", "recompiles").name in _internals.RECOMPILE_LOGGERS
+    undo = _internals.turn_on_compile_logs()
+    try:
+        assert logging.getLogger(_internals.RECOMPILE_LOGGERS[0]).isEnabledFor(logging.DEBUG)
+    finally:
+        undo()
+
+
+def _optimizer_internals():
+    assert {"cpu", "cuda"} <= set(_internals.fused_optimizer_devices())
+    before = _internals.global_optimizer_step_hooks()
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    handle = register_optimizer_step_post_hook(lambda *args: None)
+    assert _internals.global_optimizer_step_hooks() == before + 1
+    handle.remove()
+    assert _internals.torch_version() == torch.__version__
+
+
+def _transformers_internals():
+    from conftest import tiny_bert
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    model = tiny_bert()
+    assert _internals.attention_implementation(model) in ("sdpa", "eager")
+    found = {}
+
+    class Probe(TrainerCallback):
+        def on_init_end(self, args, state, control, **kwargs):
+            found["trainer"] = _internals.calling_trainer()
+
+    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="internals-probe-"), report_to=[], use_cpu=True)
+    trainer = Trainer(model=model, args=args, callbacks=[Probe()])
+    assert found["trainer"] is trainer
+    assert _internals.set_trainer_batch_size(trainer, 24) and trainer._train_batch_size == 24
+
+
+def _sagemaker_core_pipeline_hand_off():
+    from sagemaker.core.workflow.pipeline_context import PipelineSession
+
+    assert callable(getattr(PipelineSession, "_intercept_create_request", None))
+    with pytest.raises(_internals.InternalAPIMissing, match="_intercept_create_request"):
+        _internals.hand_request_to_pipeline(object(), {})
+
+
+CHECKS = {
+    "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
+    "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
+    "torch._dynamo.utils.counters / get_compilation_metrics / torch._dynamo.callback.callback_handler": (
+        _counters_records_and_callbacks
+    ),
+    "torch._dynamo.utils._compilation_metrics (dynamo_state_kept)": _dynamo_state_kept,
+    "torch._dynamo.config.recompile_limit": _recompile_limit,
+    "torch._dynamo.convert_frame's recompile-limit warning": _recompile_limit_log_line,
+    "torch._logging artifact loggers and set_logs": _artifact_loggers,
+    "torch.optim.optimizer._get_fused_kernels_supported_devices / _global_optimizer_*_hooks": _optimizer_internals,
+    "transformers config._attn_implementation / Trainer._train_batch_size": _transformers_internals,
+    "sagemaker-core PipelineSession._intercept_create_request": _sagemaker_core_pipeline_hand_off,
+}
+
+
+@pytest.mark.parametrize("symbol", list(CHECKS))
+def test_private_api_is_where_internals_expects_it(symbol):
+    try:
+        CHECKS[symbol]()
+    except (AttributeError, ImportError, AssertionError, TypeError) as error:
+        pytest.fail(f"{symbol}: {type(error).__name__}: {error}")
+
+
+def test_every_wrapper_in_internals_is_checked_here():
+    """A new wrapper gets a check: every public function of _internals is called by one above."""
+    source = inspect.getsource(__import__(__name__))
+    wrappers = [
+        name
+        for name, value in vars(_internals).items()
+        if inspect.isfunction(value) and not name.startswith("_") and value.__module__ == _internals.__name__
+    ]
+    unchecked = [name for name in wrappers if f"_internals.{name}(" not in source]
+    assert not unchecked, f"wrappers without a check in tests/test_internals.py: {unchecked}"
