@@ -58,6 +58,11 @@ class DockerNotAvailableError(SagemakerTCError, RuntimeError):
     """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
 
 
+class InternalAPIMissing(SagemakerTCError, RuntimeError):
+    """A private API of torch, transformers or sagemaker-core that :mod:`sagemaker_tc._internals`
+    wraps is not in the installed library (it moved or was renamed)."""
+
+
 class CpuInstanceWarning(UserWarning):
     """The job runs on CPU instances, where compile gains are model-dependent."""
 

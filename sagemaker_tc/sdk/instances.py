@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from enum import Enum
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from sagemaker_tc.errors import CpuInstanceWarning, UnsupportedInstanceTypeError
+from sagemaker_tc.warn import warn_user
 
 LOCAL_PROCESS = "local_process"
 _ML_TYPE_RE = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.(?P<size>[a-z0-9-]+)$")
@@ -70,12 +70,11 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
     if family in families["gpu"]:
         return InstanceKind.GPU
     if family in families["cpu"]:
-        warnings.warn(
+        warn_user(
             f"{instance_type} is a CPU instance: TorchInductor compiles for CPU too, but the gains there are "
             "model-dependent (often compile time and no recompiles rather than faster steps); compare with "
             "TrainingCompilerConfig(backend='eager')",
             CpuInstanceWarning,
-            stacklevel=4,  # the user's HuggingFace(...)/PyTorch(...) call
         )
         return InstanceKind.CPU
     known = ", ".join(families["gpu"] + families["cpu"])

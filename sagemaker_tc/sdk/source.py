@@ -8,6 +8,9 @@ import hashlib
 import io
 import os
 import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +142,17 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
             package_dir = Path(sagemaker_tc.__file__).resolve().parent
             tar.add(package_dir, arcname=RUNTIME_PACKAGE, filter=_runtime_filter)
     return archive
+
+
+@contextmanager
+def staged_archive(spec: SourceSpec, *, inject_launcher: bool) -> Iterator[Path]:
+    """``sourcedir.tar.gz`` for ``spec`` in a temporary folder, removed when the block ends.
+
+    Raises:
+        EstimatorArgumentError: see :func:`build_source_archive`.
+    """
+    with tempfile.TemporaryDirectory(prefix="sagemaker-tc-source-") as staging:
+        yield build_source_archive(spec, Path(staging), inject_launcher=inject_launcher)
 
 
 def archive_digest(archive: Path) -> str:
