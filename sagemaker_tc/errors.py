@@ -39,6 +39,11 @@ class HyperparameterError(EstimatorArgumentError):
     """A hyperparameter name or value cannot be JSON-encoded the way SageMaker sends it."""
 
 
+class ReportNotFoundError(SagemakerTCError, FileNotFoundError):
+    """``sagemaker-tc report PATH``: nothing at ``PATH`` is a compiler report (a missing path, an empty,
+    damaged or truncated file, a ``model.tar.gz``, a JSON file that is not a report)."""
+
+
 class TrainingJobFailedError(SagemakerTCError, RuntimeError):
     """The training job ended in ``Failed``.
 
@@ -61,6 +66,11 @@ class DockerNotAvailableError(SagemakerTCError, RuntimeError):
 class InternalAPIMissing(SagemakerTCError, RuntimeError):
     """A private API of torch, transformers or sagemaker-core that :mod:`sagemaker_tc._internals`
     wraps is not in the installed library (it moved or was renamed)."""
+
+
+class ImageEntryError(SagemakerTCError, RuntimeError):
+    """A sagemaker-tc training image (``containers/``) cannot run the job its hyperparameters ask for
+    (the message says the fix). Raised by the image's entry module, ``sagemaker_tc_image``."""
 
 
 class CpuInstanceWarning(UserWarning):
@@ -97,3 +107,36 @@ class BatchSizeSearchError(SagemakerTCError, RuntimeError):
     def __init__(self, message: str, trials: list | None = None) -> None:
         self.trials = list(trials or [])
         super().__init__(message)
+
+
+# -- sagemaker-tc bench / verify (re-exported by sagemaker_tc.bench.errors) ------------------------------
+class BenchError(SagemakerTCError, ValueError):
+    """A bench or verify argument is not accepted (unknown model or variant, bad size, dtype or device,
+    out-of-range number). The message names the argument and what is accepted."""
+
+
+class ScriptLoadError(BenchError):
+    """``--script PATH:FUNCTION`` cannot be loaded, or the function returns something verify cannot
+    train (see :func:`sagemaker_tc.bench.verify.load_script` for the accepted shapes)."""
+
+
+class ModelNotDeterministicError(BenchError):
+    """Two eager forward passes of the same batch give different losses (dropout or other randomness
+    that verify cannot turn off), so compiled and eager cannot be compared step by step."""
+
+
+class NumericalMismatchError(SagemakerTCError, RuntimeError):
+    """Compiled and eager training of the same model disagree: some step's loss differs by more than
+    the relative tolerance.
+
+    Attributes:
+        result: the :class:`~sagemaker_tc.bench.verify.VerifyResult` with both loss curves.
+    """
+
+    def __init__(self, message: str, result: object) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class VariantFailedError(SagemakerTCError, RuntimeError):
+    """A bench variant's subprocess failed (exception, crash or timeout); its row records the reason."""
