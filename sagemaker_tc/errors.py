@@ -35,6 +35,11 @@ class UnsupportedImageError(EstimatorArgumentError):
     """No stock DLC training image matches the requested versions, region and instance type."""
 
 
+class SourceLinkError(EstimatorArgumentError):
+    """A symbolic link in ``source_dir`` cannot be shipped: it resolves outside ``source_dir`` (and the
+    estimator was not given ``allow_symlinks_outside_source_dir=True``), points to nothing, or loops."""
+
+
 class HyperparameterError(EstimatorArgumentError):
     """A hyperparameter name or value cannot be JSON-encoded the way SageMaker sends it."""
 

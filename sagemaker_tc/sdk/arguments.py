@@ -26,6 +26,17 @@ _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 CLOUD_KINDS = (InstanceKind.GPU, InstanceKind.CPU)
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a bool.
+
+    Raises:
+        EstimatorArgumentError: any other type (an opt-in is never implied by a truthy string).
+    """
+    if not isinstance(value, bool):
+        raise EstimatorArgumentError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, InstanceKind]:
     """Check where the job runs.
 

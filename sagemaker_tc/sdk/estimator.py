@@ -43,7 +43,11 @@ COMPILER_METRIC_DEFINITIONS = contract.metric_definitions()
 
 
 class _FrameworkEstimator:
-    """Shared by :class:`HuggingFace` and :class:`PyTorch`; use those."""
+    """Shared by :class:`HuggingFace` and :class:`PyTorch`; use those.
+
+    ``allow_symlinks_outside_source_dir=True`` ships what symbolic links in ``source_dir`` point to
+    even outside it; by default such a link is a ``SourceLinkError`` (:mod:`sagemaker_tc.sdk.source_tree`).
+    """
 
     _default_base_job_name = "training"
 
@@ -69,8 +73,10 @@ class _FrameworkEstimator:
         volume_size: int = 30,
         checkpoint_s3_uri: str | None = None,
         checkpoint_local_path: str | None = None,
+        allow_symlinks_outside_source_dir: bool = False,
     ) -> None:
-        self.source = resolve_source(entry_point, source_dir)
+        outside = arguments.check_flag("allow_symlinks_outside_source_dir", allow_symlinks_outside_source_dir)
+        self.source = resolve_source(entry_point, source_dir, allow_outside_links=outside)
         self.entry_point, self.source_dir = entry_point, source_dir
         self._checked_instance_type, self._kind = arguments.check_instance(instance_type, instance_count)
         self.instance_type, self.instance_count = instance_type, instance_count
@@ -202,6 +208,7 @@ class _FrameworkEstimator:
         Raises:
             ChannelNotFoundError: an input is missing, has the wrong scheme, or a channel name is invalid.
             EstimatorArgumentError: ``wait=False`` with ``local_process``; no ``role`` for a cloud job.
+            SourceLinkError: a symbolic link added to ``source_dir`` since construction breaks the rules.
             UnsupportedImageError: no stock DLC image for the versions (cloud jobs without ``image_uri``).
             TrainingJobFailedError: the job failed; the message carries the job's failure reason
                 (``output/failure``, which starts with the script's exception and message).
