@@ -41,7 +41,18 @@ class SourceLinkError(EstimatorArgumentError):
 
 
 class HyperparameterError(EstimatorArgumentError):
-    """A hyperparameter name or value cannot be JSON-encoded the way SageMaker sends it."""
+    """A hyperparameter name or value cannot be sent the way SageMaker sends it (JSON-encoded), or
+    would not reach the script as written (the toolkit passes each as ``--name value``)."""
+
+
+class HyperparameterWarning(UserWarning):
+    """A hyperparameter is sent, but the script will probably not read it as meant (a value such as
+    ``"--help"`` that an argument parser takes for an option)."""
+
+
+class ConfigWarning(UserWarning):
+    """A ``TrainingCompilerConfig`` field has no effect with the others (e.g. ``debug=True`` with
+    ``enabled=False``); the message says which field wins."""
 
 
 class ReportNotFoundError(SagemakerTCError, FileNotFoundError):

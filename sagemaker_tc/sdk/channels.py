@@ -29,7 +29,7 @@ def check_channels(inputs: str | Path | Mapping[str, str] | None, *, cloud: bool
         ChannelNotFoundError: not a mapping; a name outside CreateTrainingJob's ChannelName rule
             (1-64 of letters, digits, ``.``, ``-``, ``_``) or two names that differ only in case
             (both would be ``SM_CHANNEL_<NAME>``); a value of the wrong type or scheme; a local
-            path that does not exist.
+            path that does not exist; an empty path.
     """
     if inputs is None:
         return {}
@@ -42,6 +42,10 @@ def check_channels(inputs: str | Path | Mapping[str, str] | None, *, cloud: bool
         _check_name(name, channels)
         if not isinstance(uri, (str, Path)):
             raise ChannelNotFoundError(f"channel {name!r}: expected a path or URI, got {uri!r}")
+        if not str(uri).strip():  # Path("") is the current folder: never what an empty input meant
+            raise ChannelNotFoundError(
+                f"channel {name!r}: the path is empty; give a local folder or file (local modes) or an s3:// URI"
+            )
         channels[name] = _cloud_uri(name, str(uri)) if cloud else _local_uri(name, str(uri))
     return channels
 

@@ -8,6 +8,7 @@ Docker, a SageMaker job, a Pipelines step) is a module of :mod:`sagemaker_tc.sdk
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,8 +22,8 @@ from sagemaker_tc.sdk import arguments, cloud, local_process
 from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
-from sagemaker_tc.sdk.images import training_image
-from sagemaker_tc.sdk.instances import InstanceKind
+from sagemaker_tc.sdk.images import check_processor, training_image
+from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
 from sagemaker_tc.sdk.request import (
     TrainingJobRequest,
@@ -34,6 +35,7 @@ from sagemaker_tc.sdk.request import (
     script_mode_hyperparameters,
 )
 from sagemaker_tc.sdk.source import resolve_source
+from sagemaker_tc.sdk.unsupported import check_unsupported
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +47,27 @@ COMPILER_METRIC_DEFINITIONS = contract.metric_definitions()
 class _FrameworkEstimator:
     """Shared by :class:`HuggingFace` and :class:`PyTorch`; use those.
 
+    Every argument is checked here, before any job starts (:mod:`sagemaker_tc.sdk.arguments`); an
+    argument the estimator does not take (SDK v2's ``disable_profiler``, a typo) is refused together
+    with every other one, with what to do (:mod:`sagemaker_tc.sdk.unsupported`).
+
     ``allow_symlinks_outside_source_dir=True`` ships what symbolic links in ``source_dir`` point to
     even outside it; by default such a link is a ``SourceLinkError`` (:mod:`sagemaker_tc.sdk.source_tree`).
+
+    Raises (when built; all ``ValueError`` subclasses from :mod:`sagemaker_tc.errors`):
+        EstimatorArgumentError: an argument it does not take (all listed at once), of the wrong
+            type, or out of range (``max_run``/``volume_size`` must be integers, seconds/GB), a local
+            ``output_path`` that is a file, a malformed ``s3://`` URI, an environment variable
+            outside CreateTrainingJob's name rule, a local compile ``cache`` the job cannot see.
+        SourceNotFoundError, SourceLinkError: the code to ship is missing, or a link in it is refused.
+        HyperparameterError: a name or value the SageMaker toolkit would not pass to the script as given.
+        UnsupportedInstanceTypeError: an unknown instance type, or more than 8 ``local_process`` hosts.
+        UnsupportedImageError: a CPU instance type for a framework with GPU-only images.
+        ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig``.
     """
 
     _default_base_job_name = "training"
+    _framework = "pytorch"  # the image table the training image comes from
 
     def __init__(
         self,
@@ -74,19 +92,36 @@ class _FrameworkEstimator:
         checkpoint_s3_uri: str | None = None,
         checkpoint_local_path: str | None = None,
         allow_symlinks_outside_source_dir: bool = False,
+        **unsupported: Any,
     ) -> None:
+        check_unsupported(type(self).__name__, unsupported, self._accepted_arguments())
+        arguments.check_types(
+            source_dir=source_dir,
+            output_path=output_path,
+            base_job_name=base_job_name,
+            role=role,
+            py_version=py_version,
+            image_uri=image_uri,
+            checkpoint_s3_uri=checkpoint_s3_uri,
+            checkpoint_local_path=checkpoint_local_path,
+            **self._versions(),
+        )
+        self._checked_instance_type, self._kind = arguments.check_instance(instance_type, instance_count)
+        self.instance_type, self.instance_count = instance_type, instance_count
         outside = arguments.check_flag("allow_symlinks_outside_source_dir", allow_symlinks_outside_source_dir)
         self.source = resolve_source(entry_point, source_dir, allow_outside_links=outside)
         self.entry_point, self.source_dir = entry_point, source_dir
-        self._checked_instance_type, self._kind = arguments.check_instance(instance_type, instance_count)
-        self.instance_type, self.instance_count = instance_type, instance_count
         self.role, self.py_version, self.image_uri = role, py_version, image_uri
-        self.compiler_config = arguments.check_compiler_config(compiler_config)
+        if image_uri is None:  # one story for CPU jobs: an image exists (a warning), or a refusal now
+            check_processor(self._framework, type(self).__name__, self._checked_instance_type, self._kind)
+        if self._kind is InstanceKind.CPU:
+            warn_cpu_instance(self._checked_instance_type)
+        self.compiler_config = arguments.resolve_cache(arguments.check_compiler_config(compiler_config), self._kind)
+        arguments.check_entry_point_language(self.source, entry_point, self.compiler_enabled)
         self._distribution_hyperparameters = distribution_hyperparameters(distribution)
         self.distribution = distribution
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
-        self.environment = arguments.check_environment(environment)
-        arguments.check_entry_point_language(self.source, entry_point, self.compiler_enabled)
+        self.environment = arguments.check_environment(environment, cloud=self.is_cloud)
         self._check_job_settings(output_path, base_job_name, metric_definitions, max_run, volume_size)
         arguments.check_checkpoints(checkpoint_s3_uri, checkpoint_local_path, cloud=self.is_cloud)
         self.checkpoint_s3_uri, self.checkpoint_local_path = checkpoint_s3_uri, checkpoint_local_path
@@ -102,7 +137,22 @@ class _FrameworkEstimator:
         self._metrics = metrics
         self._metric_shapes()  # fail now on bad regexes
         self.max_run = arguments.check_max_run(max_run)
-        self.volume_size = volume_size
+        self.volume_size = arguments.check_volume_size(volume_size)
+
+    @classmethod
+    def _accepted_arguments(cls) -> list[str]:
+        """The estimator's argument names: its own framework's, then the shared ones."""
+        names: list[str] = []
+        for klass in (cls, _FrameworkEstimator):
+            for parameter in inspect.signature(klass.__init__).parameters.values():
+                named = parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+                if named and parameter.name != "self" and parameter.name not in names:
+                    names.append(parameter.name)
+        return names
+
+    def _versions(self) -> dict[str, str | None]:
+        """The framework's version arguments by name (each framework class defines them)."""
+        return {}
 
     @property
     def is_cloud(self) -> bool:
@@ -207,13 +257,14 @@ class _FrameworkEstimator:
 
         Raises:
             ChannelNotFoundError: an input is missing, has the wrong scheme, or a channel name is invalid.
-            EstimatorArgumentError: ``wait=False`` with ``local_process``; no ``role`` for a cloud job.
+            EstimatorArgumentError: ``wait=False`` with ``local_process``; no ``role`` for a cloud job;
+                a ``job_name`` outside SageMaker's TrainingJobName rule (checked in every mode).
             SourceLinkError: a symbolic link added to ``source_dir`` since construction breaks the rules.
             UnsupportedImageError: no stock DLC image for the versions (cloud jobs without ``image_uri``).
             TrainingJobFailedError: the job failed; the message carries the job's failure reason
                 (``output/failure``, which starts with the script's exception and message).
         """
-        if job_name is not None and self.is_cloud:
+        if job_name is not None:  # SageMaker's rule in every mode: local job folders are named by it too
             check_job_name(job_name)
         if self.is_cloud:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
@@ -272,15 +323,8 @@ class _FrameworkEstimator:
     @classmethod
     def attach(cls, training_job_name: str, sagemaker_session: Any = None) -> cloud.CloudJob:
         """Attach to an existing SageMaker training job by name: returns its handle
-        (``status``, ``model_data``, ``wait()``), not an estimator."""
-        from botocore.exceptions import ClientError
-
-        job = cloud.CloudJob(job_name=training_job_name, session=cloud.resolve_session(sagemaker_session))
-        try:
-            job.describe()  # fail now if the job does not exist
-        except ClientError as error:
-            raise EstimatorArgumentError(f"cannot attach to training job {training_job_name!r}: {error}") from None
-        return job
+        (``status``, ``model_data``, ``wait()``), not an estimator (see :func:`cloud.attach`)."""
+        return cloud.attach(training_job_name, sagemaker_session)
 
 
 class HuggingFace(_FrameworkEstimator):
@@ -296,6 +340,8 @@ class HuggingFace(_FrameworkEstimator):
 
     _default_base_job_name = "huggingface-pytorch-training"
 
+    _framework = "huggingface"
+
     def __init__(
         self,
         entry_point: str,
@@ -304,13 +350,12 @@ class HuggingFace(_FrameworkEstimator):
         pytorch_version: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if "framework_version" in kwargs:
-            raise EstimatorArgumentError(
-                "HuggingFace takes transformers_version and pytorch_version, not framework_version"
-            )
         self.transformers_version = transformers_version
         self.pytorch_version = pytorch_version
         super().__init__(entry_point, **kwargs)
+
+    def _versions(self) -> dict[str, str | None]:
+        return {"transformers_version": self.transformers_version, "pytorch_version": self.pytorch_version}
 
     def _image_uri(self, region: str) -> str:
         return training_image(
@@ -338,6 +383,9 @@ class PyTorch(_FrameworkEstimator):
     def __init__(self, entry_point: str, *, framework_version: str | None = None, **kwargs: Any) -> None:
         self.framework_version = framework_version
         super().__init__(entry_point, **kwargs)
+
+    def _versions(self) -> dict[str, str | None]:
+        return {"framework_version": self.framework_version}
 
     def _image_uri(self, region: str) -> str:
         return training_image(
