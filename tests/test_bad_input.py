@@ -28,23 +28,6 @@ ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CLOUD = {"instance_type": "ml.g5.xlarge", "role": ROLE, "image_uri": "img", "output_path": "s3://tc-bucket/jobs"}
 
 
-@pytest.fixture
-def make(source_dir, tmp_path):
-    """A compiler-enabled ``local_process`` estimator (``cls``, default HuggingFace) with ``overrides``."""
-
-    def _make(cls=HuggingFace, **overrides):
-        kwargs = {
-            "source_dir": str(source_dir),
-            "instance_type": "local_process",
-            "compiler_config": TrainingCompilerConfig(),
-            "output_path": str(tmp_path / "out"),
-        }
-        kwargs.update(overrides)
-        return cls(kwargs.pop("entry_point", "echo.py"), **kwargs)
-
-    return _make
-
-
 def settings_of(estimator) -> dict:
     """The compiler settings as the job receives them (the wire format's JSON)."""
     request = estimator._build_request("job-1", {}, "/tmp/sourcedir.tar.gz").to_api_dict()
@@ -132,7 +115,9 @@ def test_every_unsupported_argument_is_named_at_once_with_what_to_do(make):
 
 def test_a_flag_like_value_is_sent_with_a_warning_naming_it(make, source_dir):
     with pytest.warns(HyperparameterWarning, match=r"'v' has the value '--help'.*read as an option") as caught:
-        estimator = make(hyperparameters={"v": "--help"})
+        estimator = HuggingFace(
+            "echo.py", source_dir=str(source_dir), instance_type="local_process", hyperparameters={"v": "--help"}
+        )
     assert caught[0].filename == __file__  # points at the user's line
     assert estimator.hyperparameters()["v"] == '"--help"'
     with warnings.catch_warnings():
