@@ -57,6 +57,7 @@ ENV_HOSTS = "SM_HOSTS"  # JSON list of host names, e.g. ["algo-1", "algo-2"]
 ENV_CURRENT_HOST = "SM_CURRENT_HOST"
 ENV_NUM_GPUS = "SM_NUM_GPUS"
 ENV_TRAINING_ENV = "SM_TRAINING_ENV"  # set for every job's script: tells "inside a job" from a laptop run
+ENV_HP_PREFIX = "SM_HP_"  # SM_HP_<NAME upper-cased>: each hyperparameter, for the script
 ENV_CHANNEL_PREFIX = "SM_CHANNEL_"  # SM_CHANNEL_<NAME upper-cased>: each input channel's folder
 ENV_STUDIO_LOCAL_MODE = "SM_STUDIO_LOCAL_MODE"  # "true": the toolkit does not wait on DNS for host names
 ENV_BASE_DIR = "SAGEMAKER_BASE_DIR"  # the toolkit's /opt/ml; local_process points it at the job folder

@@ -19,7 +19,7 @@ from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, TrainingJobFailedError
 from sagemaker_tc.sdk import arguments, cloud, local_process
-from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS
+from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
 from sagemaker_tc.sdk.images import check_processor, training_image
@@ -36,6 +36,8 @@ from sagemaker_tc.sdk.request import (
 )
 from sagemaker_tc.sdk.source import resolve_source
 from sagemaker_tc.sdk.unsupported import check_unsupported
+
+__all__ = ["COMPILER_METRIC_DEFINITIONS", "DEFAULT_MAX_RUN_SECONDS", "DEFAULT_OUTPUT_PATH", "HuggingFace", "PyTorch"]
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sagemaker_tc.contract import HP_TOOLKIT_PREFIX
+from sagemaker_tc.contract import ENV_HP_PREFIX, HP_TOOLKIT_PREFIX
 from sagemaker_tc.errors import HyperparameterError, HyperparameterWarning
 from sagemaker_tc.warn import warn_user
 
@@ -112,8 +112,8 @@ def check_user_hyperparameter(name: str, value: Any) -> None:
     if _BAD_NAME_RE.search(name):
         raise HyperparameterError(
             f"hyperparameter name {name!r} is not accepted: the toolkit passes it to your script as --{name} and "
-            "as the variable SM_HP_<NAME>, so a name may not start with '-' or contain '=', spaces or control "
-            "characters; use letters, digits and '_' (e.g. 'learning_rate')"
+            f"as the variable {ENV_HP_PREFIX}<NAME>, so a name may not start with '-' or contain '=', spaces or "
+            "control characters; use letters, digits and '_' (e.g. 'learning_rate')"
         )
     if _holds_dict(value):
         raise HyperparameterError(
