@@ -19,11 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sagemaker_tc.errors import InternalAPIMissing
+
 logger = logging.getLogger(__name__)
-
-
-class InternalAPIMissing(RuntimeError):
-    """A private API this module wraps is not in the installed library (it moved or was renamed)."""
 
 
 # -- torch: modules compiled in place ------------------------------------------------------------------
@@ -319,3 +317,27 @@ def hand_request_to_pipeline(session: Any, request: dict[str, Any]) -> None:
             "training request into a pipeline step"
         )
     intercept(request, None, "train")
+
+
+def docker_compose_command() -> list[str]:
+    """The docker compose command sagemaker-core's Docker local engine will run (``docker compose``
+    or ``docker-compose``), found the way the engine finds it.
+
+    ``sagemaker.core.local.image._SageMakerContainer._get_compose_cmd_prefix()`` (sagemaker-core 2.27;
+    the same static method as SDK v2's ``sagemaker.local.image``) raises ``ImportError`` naming what
+    it looked for when neither is installed.
+
+    Raises:
+        ImportError: docker compose is not installed (sagemaker-core's message).
+        InternalAPIMissing: this sagemaker-core has no such class or method.
+    """
+    from sagemaker.core.local import image
+
+    container = getattr(image, "_SageMakerContainer", None)
+    prefix = getattr(container, "_get_compose_cmd_prefix", None)
+    if prefix is None:
+        raise InternalAPIMissing(
+            "sagemaker.core.local.image._SageMakerContainer._get_compose_cmd_prefix is missing: this sagemaker-core "
+            "finds docker compose another way"
+        )
+    return list(prefix())

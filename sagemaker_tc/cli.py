@@ -17,17 +17,13 @@ import argparse
 import json
 import sys
 import tarfile
+import zlib
 from pathlib import Path
 
 from sagemaker_tc.bench import commands as bench_commands
 from sagemaker_tc.bench import tune_commands
 from sagemaker_tc.contract import COMPILER_OUTPUT_DIRNAME, REPORT_FILENAME
-from sagemaker_tc.errors import SagemakerTCError
-
-
-class ReportNotFoundError(SagemakerTCError, FileNotFoundError):
-    """No compiler report at the given path (or the file there is not one)."""
-
+from sagemaker_tc.errors import ReportNotFoundError, SagemakerTCError
 
 # Where a report can be, relative to a folder the user names: the report's own folder, a job's
 # output/data folder, a local_process job's artifacts folder, the job folder itself.
@@ -37,6 +33,10 @@ _REPORT_PLACES = (
     "output.tar.gz",
     "output/output.tar.gz",
 )
+_MEMBER = f"{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}"
+_GZIP_MAGIC = b"\x1f\x8b"  # output.tar.gz: opened as an archive even when cut short
+# Exit code of ``sagemaker-tc report`` when PATH holds no report (2, as for a bad command line).
+REPORT_NOT_FOUND_EXIT = 2
 
 
 def read_report(path: Path) -> dict:
@@ -44,40 +44,73 @@ def read_report(path: Path) -> dict:
     either (a job's ``output/data`` folder, a ``local_process`` job's folder or its ``output/``).
 
     Raises:
-        ReportNotFoundError: nothing at ``path`` is a compiler report (the job may have run without
-            the compiler).
+        ReportNotFoundError: nothing at ``path`` is a compiler report: it does not exist, is not a
+            regular file, is empty, is a damaged or truncated archive, holds no report (a
+            ``model.tar.gz``, a job run without the compiler), or is JSON that is not a report.
     """
     if path.is_dir():
         for place in _REPORT_PLACES:
             if (path / place).exists():
                 return read_report(path / place)
         raise ReportNotFoundError(f"no {REPORT_FILENAME} or output.tar.gz in {path}")
-    if not path.is_file():
+    if not path.exists():
         raise ReportNotFoundError(f"{path} does not exist")
-    if tarfile.is_tarfile(path):
-        with tarfile.open(path) as tar:
-            try:
-                handle = tar.extractfile(f"{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}")
-            except KeyError:
-                handle = None
-            if handle is None:
-                raise ReportNotFoundError(
-                    f"{path} holds no {COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}: the job ran without the compiler"
-                )
-            text = handle.read().decode("utf-8", errors="replace")
-    else:
-        text = path.read_text(encoding="utf-8", errors="replace")
+    if not path.is_file():
+        raise ReportNotFoundError(f"{path} is not a regular file (give report.json, output.tar.gz or a job folder)")
+    try:
+        text = _report_text(path)
+    except ReportNotFoundError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as error:  # a gzip/tar cut short or corrupted
+        raise ReportNotFoundError(
+            f"{path} is a damaged or truncated archive ({type(error).__name__}: {error})"
+        ) from None
+    if not text.strip():
+        raise ReportNotFoundError(f"{path} is empty")
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = None
-    if not isinstance(data, dict) or "compiled" not in data:
-        raise ReportNotFoundError(f"{path} is not a sagemaker-tc compiler report")
+    if not _is_report(data):
+        raise ReportNotFoundError(
+            f"{path} is not a sagemaker-tc compiler report (a JSON object with 'compiled' true/false and 'steps')"
+        )
     return data
 
 
+def _report_text(path: Path) -> str:
+    """The report's text: the file itself, or the report member of an archive."""
+    with open(path, "rb") as handle:
+        gzipped = handle.read(2) == _GZIP_MAGIC
+    if not gzipped and not tarfile.is_tarfile(path):
+        return path.read_text(encoding="utf-8", errors="replace")
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+        if _MEMBER not in names:
+            if path.name == "model.tar.gz":
+                raise ReportNotFoundError(
+                    f"{path} is a job's model archive, which holds the model: the report is in output.tar.gz next to it"
+                )
+            raise ReportNotFoundError(
+                f"{path} holds no {_MEMBER}: the job ran without the compiler, or this is not a job's output.tar.gz"
+            )
+        handle = tar.extractfile(_MEMBER)
+        if handle is None:
+            raise ReportNotFoundError(f"{path}: {_MEMBER} is not a file")
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def _is_report(data: object) -> bool:
+    """Every report has ``compiled`` (a bool) and ``steps`` (a count) (``sagemaker_tc.compiler.report``)."""
+    if not isinstance(data, dict):
+        return False
+    steps = data.get("steps")
+    return isinstance(data.get("compiled"), bool) and isinstance(steps, int) and not isinstance(steps, bool)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns the exit code (1 with a one-line message for sagemaker-tc's own errors)."""
+    """Run the command; returns the exit code: 1 with a one-line message for sagemaker-tc's own errors,
+    2 when ``report`` finds no report at PATH (``ReportNotFoundError``)."""
     parser = argparse.ArgumentParser(prog="sagemaker-tc", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     launch = commands.add_parser("launch", help="run a training script under the compiler launcher")
@@ -103,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         data = read_report(options.path)
     except SagemakerTCError as error:
         print(f"sagemaker-tc {options.command}: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
+        return REPORT_NOT_FOUND_EXIT if isinstance(error, ReportNotFoundError) else 1
     print(json.dumps(data, indent=2))
     return 0
 

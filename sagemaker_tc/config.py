@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from sagemaker_tc.errors import ConfigError
+from sagemaker_tc.errors import ConfigError, ConfigWarning
+from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
+from sagemaker_tc.warn import warn_user
 
 Backend = Literal["inductor", "eager"]
 """Compiler backends. ``inductor`` is torch.compile's default; ``eager`` runs uncompiled (a baseline).
@@ -192,6 +194,47 @@ class TrainingCompilerConfig(BaseModel):
             if scheme != "s3" or not rest.split("/", 1)[0]:
                 raise ValueError("accepted: a local folder or an s3://bucket/prefix URI")
         return value
+
+    @field_validator("cache")
+    @classmethod
+    def _check_cache_s3_uri(cls, value: str | None) -> str | None:
+        # A value meant as an S3 URI ("s3:/b/p", "s3://my bucket/p") would otherwise pass as a local folder.
+        if value is not None and looks_like_s3(value):
+            problem = s3_uri_problem(value)
+            if problem is not None:
+                raise ValueError(f"not an s3://bucket/prefix URI: {problem}")
+        return value
+
+    @field_validator("batch_size_multiple")
+    @classmethod
+    def _check_multiple_fits_max(cls, value: int, info: ValidationInfo) -> int:
+        maximum = info.data.get("max_batch_size")
+        if maximum is not None and value > maximum:
+            raise ValueError(
+                f"must be at most max_batch_size ({maximum}): batch_size='auto' tries only multiples of it up to "
+                "max_batch_size, so it could try no batch"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _warn_debug_without_compiler(self) -> TrainingCompilerConfig:
+        if self.debug and not self.enabled:
+            warn_user(
+                "TrainingCompilerConfig(enabled=False, debug=True): enabled=False wins, the job runs without the "
+                "compiler and debug mode does nothing",
+                ConfigWarning,
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _warn_mode_without_compile(self) -> TrainingCompilerConfig:
+        if self.backend == "eager" and self.mode != "default":
+            warn_user(
+                f"TrainingCompilerConfig(backend='eager', mode={self.mode!r}): backend='eager' wins, nothing is "
+                "compiled and mode does nothing",
+                ConfigWarning,
+            )
+        return self
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -29,6 +29,9 @@ HP_DEBUG = "sagemaker_training_compiler_debug_mode"
 # Ours: one JSON object with the full config and the user's entry point.
 HP_SETTINGS = "sagemaker_training_compiler_settings"
 
+# The toolkit reserves every hyperparameter whose name starts with this: it moves them into
+# SM_FRAMEWORK_PARAMS and never passes them to the script.
+HP_TOOLKIT_PREFIX = "sagemaker_"
 # The toolkit's script-mode hyperparameters we set.
 HP_PROGRAM = "sagemaker_program"
 HP_SUBMIT_DIRECTORY = "sagemaker_submit_directory"
@@ -54,7 +57,12 @@ ENV_HOSTS = "SM_HOSTS"  # JSON list of host names, e.g. ["algo-1", "algo-2"]
 ENV_CURRENT_HOST = "SM_CURRENT_HOST"
 ENV_NUM_GPUS = "SM_NUM_GPUS"
 ENV_TRAINING_ENV = "SM_TRAINING_ENV"  # set for every job's script: tells "inside a job" from a laptop run
+ENV_HP_PREFIX = "SM_HP_"  # SM_HP_<NAME upper-cased>: each hyperparameter, for the script
+ENV_CHANNEL_PREFIX = "SM_CHANNEL_"  # SM_CHANNEL_<NAME upper-cased>: each input channel's folder
 ENV_STUDIO_LOCAL_MODE = "SM_STUDIO_LOCAL_MODE"  # "true": the toolkit does not wait on DNS for host names
+ENV_BASE_DIR = "SAGEMAKER_BASE_DIR"  # the toolkit's /opt/ml; local_process points it at the job folder
+ENV_TRAINING_JOB_NAME = "TRAINING_JOB_NAME"  # SageMaker sets it in the container; local_process does too
+ENV_PYTHON_UNBUFFERED = "PYTHONUNBUFFERED"  # local_process streams the job's log live
 # torchrun's per-process variables (torch.distributed.run).
 ENV_RANK = "RANK"
 ENV_LOCAL_RANK = "LOCAL_RANK"

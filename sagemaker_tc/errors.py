@@ -35,8 +35,29 @@ class UnsupportedImageError(EstimatorArgumentError):
     """No stock DLC training image matches the requested versions, region and instance type."""
 
 
+class SourceLinkError(EstimatorArgumentError):
+    """A symbolic link in ``source_dir`` cannot be shipped: it resolves outside ``source_dir`` (and the
+    estimator was not given ``allow_symlinks_outside_source_dir=True``), points to nothing, or loops."""
+
+
 class HyperparameterError(EstimatorArgumentError):
-    """A hyperparameter name or value cannot be JSON-encoded the way SageMaker sends it."""
+    """A hyperparameter name or value cannot be sent the way SageMaker sends it (JSON-encoded), or
+    would not reach the script as written (the toolkit passes each as ``--name value``)."""
+
+
+class HyperparameterWarning(UserWarning):
+    """A hyperparameter is sent, but the script will probably not read it as meant (a value such as
+    ``"--help"`` that an argument parser takes for an option)."""
+
+
+class ConfigWarning(UserWarning):
+    """A ``TrainingCompilerConfig`` field has no effect with the others (e.g. ``debug=True`` with
+    ``enabled=False``); the message says which field wins."""
+
+
+class ReportNotFoundError(SagemakerTCError, FileNotFoundError):
+    """``sagemaker-tc report PATH``: nothing at ``PATH`` is a compiler report (a missing path, an empty,
+    damaged or truncated file, a ``model.tar.gz``, a JSON file that is not a report)."""
 
 
 class TrainingJobFailedError(SagemakerTCError, RuntimeError):
@@ -56,6 +77,20 @@ class TrainingJobFailedError(SagemakerTCError, RuntimeError):
 
 class DockerNotAvailableError(SagemakerTCError, RuntimeError):
     """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
+
+
+class SessionStateError(SagemakerTCError, RuntimeError):
+    """A compiler session was opened while another is open in the process, or used after it was closed."""
+
+
+class InternalAPIMissing(SagemakerTCError, RuntimeError):
+    """A private API of torch, transformers or sagemaker-core that :mod:`sagemaker_tc._internals`
+    wraps is not in the installed library (it moved or was renamed)."""
+
+
+class ImageEntryError(SagemakerTCError, RuntimeError):
+    """A sagemaker-tc training image (``containers/``) cannot run the job its hyperparameters ask for
+    (the message says the fix). Raised by the image's entry module, ``sagemaker_tc_image``."""
 
 
 class CpuInstanceWarning(UserWarning):
@@ -96,3 +131,36 @@ class BatchSizeSearchError(SagemakerTCError, RuntimeError):
     def __init__(self, message: str, trials: list | None = None) -> None:
         self.trials = list(trials or [])
         super().__init__(message)
+
+
+# -- sagemaker-tc bench / verify (re-exported by sagemaker_tc.bench.errors) ------------------------------
+class BenchError(SagemakerTCError, ValueError):
+    """A bench or verify argument is not accepted (unknown model or variant, bad size, dtype or device,
+    out-of-range number). The message names the argument and what is accepted."""
+
+
+class ScriptLoadError(BenchError):
+    """``--script PATH:FUNCTION`` cannot be loaded, or the function returns something verify cannot
+    train (see :func:`sagemaker_tc.bench.verify.load_script` for the accepted shapes)."""
+
+
+class ModelNotDeterministicError(BenchError):
+    """Two eager forward passes of the same batch give different losses (dropout or other randomness
+    that verify cannot turn off), so compiled and eager cannot be compared step by step."""
+
+
+class NumericalMismatchError(SagemakerTCError, RuntimeError):
+    """Compiled and eager training of the same model disagree: some step's loss differs by more than
+    the relative tolerance.
+
+    Attributes:
+        result: the :class:`~sagemaker_tc.bench.verify.VerifyResult` with both loss curves.
+    """
+
+    def __init__(self, message: str, result: object) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class VariantFailedError(SagemakerTCError, RuntimeError):
+    """A bench variant's subprocess failed (exception, crash or timeout); its row records the reason."""

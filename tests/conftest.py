@@ -42,6 +42,25 @@ def source_dir(tmp_path: Path):
     return target
 
 
+@pytest.fixture
+def make(source_dir, tmp_path):
+    """Build an estimator (``cls``, default HuggingFace) for ``echo.py`` in ``source_dir``: compiler on,
+    ``local_process``, output under ``tmp_path / "out"``; keyword ``overrides`` replace any of those."""
+    from sagemaker_tc import HuggingFace, TrainingCompilerConfig
+
+    def _make(cls=HuggingFace, **overrides):
+        kwargs = {
+            "source_dir": str(source_dir),
+            "instance_type": "local_process",
+            "compiler_config": TrainingCompilerConfig(),
+            "output_path": str(tmp_path / "out"),
+        }
+        kwargs.update(overrides)
+        return cls(kwargs.pop("entry_point", "echo.py"), **kwargs)
+
+    return _make
+
+
 def tiny_bert(**overrides):
     """A real BertForSequenceClassification at toy size (random weights, dropout off)."""
     from transformers import BertConfig, BertForSequenceClassification

@@ -166,3 +166,40 @@ def test_cloud_inputs_must_be_s3_and_role_is_required(aws, bucket, source_dir, t
         PyTorch("echo.py", role=ROLE, image_uri="img", **common).fit(None, wait=False, job_name="bad_name!")
     assert create_requests(aws) == []
     assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)  # nothing uploaded either
+
+
+def test_sourcedir_in_s3_holds_links_inside_as_files_and_nothing_from_outside(aws, bucket, source_dir, tmp_path):
+    """Issue 15: read sourcedir.tar.gz back from S3. Links inside source_dir are packed as what they
+    point to; one outside is refused before anything is uploaded, unless the user opted in."""
+    from sagemaker_tc import SourceLinkError
+
+    secrets = tmp_path / "home" / ".aws"
+    secrets.mkdir(parents=True)
+    (secrets / "credentials").write_text("[default]\naws_secret_access_key = hunter2\n")
+    (source_dir / "helpers").mkdir()
+    (source_dir / "helpers" / "util.py").write_text("VALUE = 1\n")
+    (source_dir / "helpers_link").symlink_to("helpers", target_is_directory=True)
+    (source_dir / "echo_link.py").symlink_to(source_dir / "echo.py")
+
+    estimator = pytorch(source_dir, bucket)
+    (source_dir / "awsdir").symlink_to(secrets)  # appears after the estimator was built
+    with pytest.raises(SourceLinkError, match=r"link 'awsdir' points to '.*\.aws', outside source_dir"):
+        estimator.fit(None, wait=False)
+    assert create_requests(aws) == [] and "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)
+
+    (source_dir / "awsdir").unlink()
+    estimator.fit(None, wait=False)
+    (request,) = create_requests(aws)
+    names = source_archive(request)
+    assert {"helpers/util.py", "helpers_link/util.py", "echo_link.py"} <= set(names)
+    assert not any(name.startswith("awsdir") for name in names)
+    submit = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
+    body = boto3.client("s3").get_object(Bucket=BUCKET, Key=submit.split(f"{BUCKET}/", 1)[1])["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        assert tar.getmember("echo_link.py").isfile() and tar.getmember("helpers_link").isdir()
+        assert tar.extractfile("echo_link.py").read() == (source_dir / "echo.py").read_bytes()
+
+    (source_dir / "awsdir").symlink_to(secrets)
+    pytorch(source_dir, bucket, allow_symlinks_outside_source_dir=True).fit(None, wait=False)
+    shipped = source_archive(create_requests(aws)[-1])
+    assert "awsdir/credentials" in shipped  # the documented opt-in ships it

@@ -198,7 +198,12 @@ def raised_messages() -> list[tuple[str, str]]:
                 if name in INTERNAL_RAISES or (name in builtin_names and not name.endswith("Error")):
                     continue
                 call = node.exc
-            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("warn", "warning", "error"):
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "warn",
+                "warning",
+                "error",
+                "warn_user",  # sagemaker_tc.warn.warn_user: a warnings.warn that points at the user's line
+            ):
                 call = node
             if call is None or not call.args:
                 continue

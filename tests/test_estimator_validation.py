@@ -6,29 +6,12 @@ from sagemaker_tc import (
     ChannelNotFoundError,
     ConfigError,
     EstimatorArgumentError,
-    HuggingFace,
     HyperparameterError,
     PyTorch,
     SourceNotFoundError,
     TrainingCompilerConfig,
     UnsupportedInstanceTypeError,
 )
-
-
-@pytest.fixture
-def make(source_dir, tmp_path):
-    def _make(cls=HuggingFace, **overrides):
-        kwargs = {
-            "source_dir": str(source_dir),
-            "instance_type": "local_process",
-            "compiler_config": TrainingCompilerConfig(),
-            "output_path": str(tmp_path / "out"),
-        }
-        kwargs.update(overrides)
-        entry_point = kwargs.pop("entry_point", "echo.py")
-        return cls(entry_point, **kwargs)
-
-    return _make
 
 
 def test_shell_entry_point_runs_without_the_compiler(make, source_dir):

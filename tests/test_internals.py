@@ -134,6 +134,14 @@ def _sagemaker_core_pipeline_hand_off():
         _internals.hand_request_to_pipeline(object(), {})
 
 
+def _sagemaker_core_docker_compose_lookup():
+    try:
+        command = _internals.docker_compose_command()
+    except ImportError:  # no docker compose on this machine: sagemaker-core's own lookup said so
+        return
+    assert command and all(isinstance(part, str) for part in command)
+
+
 CHECKS = {
     "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
     "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
@@ -147,6 +155,7 @@ CHECKS = {
     "torch.optim.optimizer._get_fused_kernels_supported_devices / _global_optimizer_*_hooks": _optimizer_internals,
     "transformers config._attn_implementation / Trainer._train_batch_size": _transformers_internals,
     "sagemaker-core PipelineSession._intercept_create_request": _sagemaker_core_pipeline_hand_off,
+    "sagemaker-core _SageMakerContainer._get_compose_cmd_prefix": _sagemaker_core_docker_compose_lookup,
 }
 
 

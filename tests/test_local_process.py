@@ -11,7 +11,8 @@ from sagemaker_tc.container.launcher import LOG_CONFIGURING, LOG_DEBUG, LOG_FOUN
 
 pytestmark = pytest.mark.slow
 
-# Spaces, quotes, unicode, numbers, booleans, lists, nested dicts, null.
+# Spaces, quotes, unicode, numbers, booleans, lists, null. (Dict values are refused at construction:
+# the toolkit would pass them to the script as 'k=v,...', see test_bad_input.py.)
 TRICKY_HYPERPARAMETERS = {
     "greeting": "hello world",
     "quoted": "say \"hi\" and 'bye'",
@@ -22,7 +23,6 @@ TRICKY_HYPERPARAMETERS = {
     "flag": True,
     "off": False,
     "layers": [1, 2, "three"],
-    "nested": {"a": 1},
     "nothing": None,
     "numeric_text": "007",
 }
@@ -180,3 +180,33 @@ def test_batch_size_nothing_applied_is_reported_not_silent(source_dir, tmp_path,
     assert report["batch_tuning"]["applied"] is False and report["batch_tuning"]["requested"] == "auto"
     assert "sagemaker_tc.tune_batch_size" in report["batch_tuning"]["note"]
     assert "BATCH SIZE NOT TUNED: batch_size='auto' was set, but nothing in the script applied it" in log
+
+
+def test_links_inside_source_dir_reach_the_job_and_links_outside_never_do(source_dir, tmp_path, capsys):
+    """Issue 15: a link to a file outside source_dir is refused before the job folder exists (also
+    when it appears after the estimator was built); links inside are in the job's code folder."""
+    from sagemaker_tc import SourceLinkError
+
+    secrets = tmp_path / "home" / ".aws"
+    secrets.mkdir(parents=True)
+    (secrets / "credentials").write_text("secret")
+    (source_dir / "helpers").mkdir()
+    (source_dir / "helpers" / "util.py").write_text("VALUE = 1\n")
+    (source_dir / "util_link.py").symlink_to(source_dir / "helpers" / "util.py")
+    (source_dir / "helpers_link").symlink_to("helpers", target_is_directory=True)
+    (source_dir / "awsdir").symlink_to(secrets)
+    common = {"source_dir": str(source_dir), "instance_type": "local_process", "output_path": str(tmp_path / "out")}
+    with pytest.raises(SourceLinkError, match=r"link 'awsdir' points to '.*\.aws', outside source_dir"):
+        PyTorch("echo.py", **common)
+    (source_dir / "awsdir").unlink()
+    estimator = PyTorch("echo.py", **common)
+    (source_dir / "passwd_link").symlink_to("/etc/passwd")
+    with pytest.raises(SourceLinkError, match=r"link 'passwd_link' points to '/etc/passwd'"):
+        estimator.fit()
+    assert not (tmp_path / "out").exists()
+
+    (source_dir / "passwd_link").unlink()
+    fit(estimator, capsys)
+    code = estimator.latest_training_job.job_dir / "code"
+    assert (code / "util_link.py").read_text() == (code / "helpers_link" / "util.py").read_text() == "VALUE = 1\n"
+    assert not (code / "util_link.py").is_symlink() and not (code / "helpers_link").is_symlink()

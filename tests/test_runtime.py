@@ -93,7 +93,7 @@ def test_report_command_finds_reports_and_names_what_is_not_one(tmp_path, capsys
         assert main(["report", str(path)]) == 0
         assert json.loads(capsys.readouterr().out) == {"compiled": True, "steps": 3}
     (tmp_path / "other.json").write_text("[1, 2]")
-    assert main(["report", str(tmp_path / "other.json")]) == 1
+    assert main(["report", str(tmp_path / "other.json")]) == 2
     assert "is not a sagemaker-tc compiler report" in capsys.readouterr().err
 
 

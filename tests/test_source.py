@@ -6,6 +6,7 @@ import pytest
 
 from sagemaker_tc import EstimatorArgumentError, SourceNotFoundError
 from sagemaker_tc.contract import LAUNCHER_PROGRAM
+from sagemaker_tc.errors import SourceLinkError
 from sagemaker_tc.sdk.source import build_source_archive, resolve_source
 
 
@@ -49,6 +50,7 @@ def test_entry_point_alone_is_shipped_by_its_name(tmp_path):
 
 
 def test_symlinks_are_packed_as_the_files_they_point_to(tmp_path):
+    """With the documented opt-in, links to files outside source_dir are shipped as those files."""
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / "helpers.py").write_text("VALUE = 1\n")
@@ -57,7 +59,8 @@ def test_symlinks_are_packed_as_the_files_they_point_to(tmp_path):
     src.mkdir()
     (src / "helpers.py").symlink_to(shared / "helpers.py")
     (src / "train.py").symlink_to(shared / "train.py")  # an entry point that is a link inside source_dir
-    archive = build_source_archive(resolve_source("train.py", str(src)), tmp_path / "out", inject_launcher=False)
+    spec = resolve_source("train.py", str(src), allow_outside_links=True)
+    archive = build_source_archive(spec, tmp_path / "out", inject_launcher=False)
     with tarfile.open(archive) as tar:
         assert tar.getmember("helpers.py").isfile()
         assert tar.extractfile("helpers.py").read() == b"VALUE = 1\n"
@@ -90,3 +93,68 @@ def test_user_file_named_like_the_launcher_is_refused(tmp_path):
         build_source_archive(spec, tmp_path / "out", inject_launcher=True)
     with pytest.raises(EstimatorArgumentError, match="may not be named"):
         resolve_source(LAUNCHER_PROGRAM, str(tmp_path))
+
+
+# --- symbolic links (issue 15): nothing outside source_dir is shipped unless the user opts in -------------
+@pytest.fixture
+def linked_source(tmp_path):
+    """A source_dir with links inside it (a file, a folder) and, next to it, a secrets folder."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "train.py").write_text("import pkg.util\n")
+    (src / "pkg" / "util.py").write_text("VALUE = 1\n")
+    (src / "util_link.py").symlink_to(src / "pkg" / "util.py")
+    (src / "pkg_link").symlink_to("pkg", target_is_directory=True)  # a relative link
+    secrets = tmp_path / "home" / ".aws"
+    secrets.mkdir(parents=True)
+    (secrets / "credentials").write_text("[default]\naws_secret_access_key = hunter2\n")
+    return src, secrets
+
+
+def test_links_inside_source_dir_are_packed_as_what_they_point_to(linked_source, tmp_path):
+    src, _ = linked_source
+    archive = build_source_archive(resolve_source("train.py", str(src)), tmp_path / "out", inject_launcher=False)
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == [
+            "pkg",
+            "pkg/util.py",
+            "pkg_link",
+            "pkg_link/util.py",
+            "train.py",
+            "util_link.py",
+        ]
+        assert tar.getmember("pkg_link").isdir() and tar.getmember("util_link.py").isfile()
+        assert tar.extractfile("pkg_link/util.py").read() == tar.extractfile("util_link.py").read() == b"VALUE = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "message"),
+    [
+        ("passwd_link", "/etc/passwd", r"link 'passwd_link' points to '/etc/passwd', outside source_dir"),
+        ("awsdir", "SECRETS", r"link 'awsdir' points to '.*/home/\.aws', outside source_dir"),
+        ("up", "..", r"link 'up' points to '.*', outside source_dir"),
+        ("pkg/up", "..", r"link 'pkg/up' points to '\.\.', a folder that contains the link: .*symlink loop"),
+        ("gone.py", "missing.py", r"link 'gone.py' points to 'missing.py', which does not exist \(a dangling link\)"),
+        ("loop_a", "loop_b", r"link 'loop_[ab]' points to 'loop_[ab]', which leads back to itself \(a symlink loop\)"),
+    ],
+)
+def test_bad_links_are_refused_naming_the_link_and_its_target(linked_source, tmp_path, name, target, message):
+    src, secrets = linked_source
+    link = src / name
+    link.symlink_to(secrets if target == "SECRETS" else target)
+    if name == "loop_a":
+        (src / "loop_b").symlink_to("loop_a")
+    with pytest.raises(SourceLinkError, match=message):
+        resolve_source("train.py", str(src))
+
+
+def test_links_outside_are_shipped_only_with_the_opt_in_and_checked_again_when_packing(linked_source, tmp_path):
+    src, secrets = linked_source
+    spec = resolve_source("train.py", str(src))  # clean when the estimator is built
+    (src / "awsdir").symlink_to(secrets)  # ... and a link appears before fit()
+    with pytest.raises(SourceLinkError, match="allow_symlinks_outside_source_dir=True"):
+        build_source_archive(spec, tmp_path / "out", inject_launcher=False)
+    assert not (tmp_path / "out" / "sourcedir.tar.gz").exists()
+    opted_in = resolve_source("train.py", str(src), allow_outside_links=True)
+    with tarfile.open(build_source_archive(opted_in, tmp_path / "out2", inject_launcher=False)) as tar:
+        assert b"hunter2" in tar.extractfile("awsdir/credentials").read()

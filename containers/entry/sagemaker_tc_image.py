@@ -53,8 +53,12 @@ if __name__ == "__main__":
 '''
 
 
-class ImageEntryError(RuntimeError):
-    """The job's hyperparameters ask for something this image cannot run (the message says the fix)."""
+try:  # the image installs sagemaker-tc; the fallback keeps this module importable (and testable) without it
+    from sagemaker_tc.errors import ImageEntryError
+except ImportError:  # pragma: no cover - only outside a sagemaker-tc image
+
+    class ImageEntryError(RuntimeError):
+        """The job's hyperparameters ask for something this image cannot run (the message says the fix)."""
 
 
 def _truthy(value: object) -> bool:

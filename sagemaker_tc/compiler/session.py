@@ -34,7 +34,7 @@ from sagemaker_tc.compiler.runtime import CompilerRuntime
 from sagemaker_tc.compiler.shapes import BucketStats, recompile_limit_for_buckets
 from sagemaker_tc.compiler.steps import StepTimer, summarize
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import SagemakerTCError
+from sagemaker_tc.errors import SessionStateError
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.job_cache import JobCache
@@ -43,10 +43,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sagemaker_tc.session")
 
 _current: CompilerSession | None = None
-
-
-class SessionStateError(SagemakerTCError, RuntimeError):
-    """A session was opened while another is open in the process, or used after it was closed."""
 
 
 def current_session() -> CompilerSession | None:

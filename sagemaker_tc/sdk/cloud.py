@@ -113,6 +113,22 @@ def _assigned(value: Any) -> Any:
     return None if value is None or isinstance(value, Unassigned) else value
 
 
+def attach(training_job_name: str, sagemaker_session: Any = None) -> CloudJob:
+    """The handle of an existing training job, checked to exist.
+
+    Raises:
+        EstimatorArgumentError: no such job in the session's account and region, or it cannot be described.
+    """
+    from botocore.exceptions import ClientError
+
+    job = CloudJob(job_name=training_job_name, session=resolve_session(sagemaker_session))
+    try:
+        job.describe()  # fail now if the job does not exist
+    except ClientError as error:
+        raise EstimatorArgumentError(f"cannot attach to training job {training_job_name!r}: {error}") from None
+    return job
+
+
 def create_job(request: TrainingJobRequest, session) -> CloudJob:
     """``CreateTrainingJob`` through sagemaker-core's ``TrainingJob.create``.
 

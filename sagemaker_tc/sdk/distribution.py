@@ -7,12 +7,12 @@ removed from torch_xla 2.9). Other SageMaker distribution strategies are refused
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from sagemaker_tc.contract import HP_PROCESSES_PER_HOST, HP_TORCH_DISTRIBUTED
 from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.warn import warn_user
 
 _REFUSED = {
     "smdistributed": "SageMaker's distributed-training libraries (smdistributed) are not compatible with the "
@@ -64,11 +64,10 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
     if processes is not None and (not isinstance(processes, int) or isinstance(processes, bool) or processes < 1):
         raise EstimatorArgumentError(f"processes_per_host must be a positive integer, got {processes!r}")
     if key == "pytorchxla":
-        warnings.warn(
+        warn_user(
             "distribution={'pytorchxla': ...} is SMTC's XLA switch; sagemaker-tc runs it as "
             "{'torch_distributed': {'enabled': True}} (torchrun). Use that name instead.",
             DeprecationWarning,
-            stacklevel=4,  # the user's HuggingFace(...)/PyTorch(...) call
         )
     if not value["enabled"]:
         return {}

@@ -1,21 +1,32 @@
 """Hyperparameters, encoded the way SageMaker sends them: every value JSON-encoded to a string.
 
 The sagemaker-training toolkit ``json.loads`` each value back, so a value reaches the script with
-its JSON type (SM_HPS, SM_HP_<NAME>) and as text on the command line (``--name value``).
+its JSON type (SM_HPS, SM_HP_<NAME>) and as text on the command line (``--name value``). That
+command line is why user hyperparameters follow more rules than the API's: the toolkit writes
+``--<name> <value>`` (``-<name>`` for one-letter names), a dict value as ``k=v,k2=v2`` and other
+values with Python's ``str()``, and exports ``SM_HP_<NAME>`` (sagemaker-training 5.x,
+``mapping.to_cmd_args`` / ``mapping.to_env_vars``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from sagemaker_tc.errors import HyperparameterError
+from sagemaker_tc.contract import ENV_HP_PREFIX, HP_TOOLKIT_PREFIX
+from sagemaker_tc.errors import HyperparameterError, HyperparameterWarning
+from sagemaker_tc.warn import warn_user
 
 # CreateTrainingJob limits (SageMaker API reference, HyperParameters): key <= 256 chars, value <= 2500.
 MAX_KEY_CHARS = 256
 MAX_VALUE_CHARS = 2500
-RESERVED_PREFIX = "sagemaker_"
+RESERVED_PREFIX = HP_TOOLKIT_PREFIX
+# A name becomes the option --<name> and the variable SM_HP_<NAME>: no leading '-' (it would read
+# ----name), no '=' (illegal in a variable name), no whitespace or control characters.
+_BAD_NAME_RE = re.compile(r"^-|[=\s\x00-\x1f\x7f]")
+_NUMBER_RE = re.compile(r"^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def encode_value(name: str, value: Any) -> str:
@@ -30,7 +41,7 @@ def encode_value(name: str, value: Any) -> str:
     except (TypeError, ValueError) as error:
         raise HyperparameterError(
             f"hyperparameter {name!r} cannot be JSON-encoded ({error}); accepted values are str, int, float "
-            "(finite), bool, None, and lists/dicts of those"
+            "(finite), bool, None, and lists of those"
         ) from None
     if len(encoded) > MAX_VALUE_CHARS:
         raise HyperparameterError(
@@ -43,19 +54,24 @@ def encode_value(name: str, value: Any) -> str:
 def encode_hyperparameters(
     hyperparameters: Mapping[str, Any] | None, *, allow_reserved: bool = False
 ) -> dict[str, str]:
-    """Encode the user's hyperparameters for ``CreateTrainingJob``.
+    """Encode hyperparameters for ``CreateTrainingJob``.
 
     Args:
         hyperparameters: name -> JSON-encodable value.
-        allow_reserved: accept ``sagemaker_*`` names (only the SDK's own keys use it).
+        allow_reserved: the SDK's own keys: accept ``sagemaker_*`` names and dict values, and skip
+            :func:`check_user_hyperparameter` (they reach ``SM_FRAMEWORK_PARAMS``, never the script's
+            command line).
 
     Returns:
         name -> JSON text, in the given order.
 
     Raises:
         HyperparameterError: not a mapping, a name that is not a non-empty string of at most 256
-            characters, a user name starting with ``sagemaker_`` (the toolkit would hide it from the
-            script), or a value :func:`encode_value` rejects.
+            characters, a user name or value :func:`check_user_hyperparameter` refuses, or a value
+            :func:`encode_value` rejects.
+
+    Warns:
+        HyperparameterWarning: a user value the script's argument parser will read as an option.
     """
     if hyperparameters is None:
         return {}
@@ -70,10 +86,51 @@ def encode_hyperparameters(
                 f"hyperparameter name {name!r} is not accepted: names are non-empty strings of at most "
                 f"{MAX_KEY_CHARS} characters"
             )
-        if name.startswith(RESERVED_PREFIX) and not allow_reserved:
-            raise HyperparameterError(
-                f"hyperparameter {name!r} starts with {RESERVED_PREFIX!r}, which the SageMaker toolkit reserves and "
-                "never passes to your script; rename it (compiler settings belong in TrainingCompilerConfig)"
-            )
+        if not allow_reserved:
+            check_user_hyperparameter(name, value)
         encoded[name] = encode_value(name, value)
     return encoded
+
+
+def check_user_hyperparameter(name: str, value: Any) -> None:
+    """The rules the toolkit's command line adds for a hyperparameter of the user's (module docstring).
+
+    Raises:
+        HyperparameterError: a name starting with ``sagemaker_`` (the toolkit hides it from the
+            script) or ``-``, or holding ``=``, whitespace or a control character; a value that is or
+            holds a dict (the script would get ``k=v,...`` or a Python repr, not JSON).
+
+    Warns:
+        HyperparameterWarning: a string value starting with ``-`` that is not a number: the
+            script's argument parser reads it as an option (``--help`` prints the help and exits 0).
+    """
+    if name.startswith(RESERVED_PREFIX):
+        raise HyperparameterError(
+            f"hyperparameter {name!r} starts with {RESERVED_PREFIX!r}, which the SageMaker toolkit reserves and "
+            "never passes to your script; rename it (compiler settings belong in TrainingCompilerConfig)"
+        )
+    if _BAD_NAME_RE.search(name):
+        raise HyperparameterError(
+            f"hyperparameter name {name!r} is not accepted: the toolkit passes it to your script as --{name} and "
+            f"as the variable {ENV_HP_PREFIX}<NAME>, so a name may not start with '-' or contain '=', spaces or "
+            "control characters; use letters, digits and '_' (e.g. 'learning_rate')"
+        )
+    if _holds_dict(value):
+        raise HyperparameterError(
+            f"hyperparameter {name!r} is or holds a dict, which the toolkit passes to your script's command line as "
+            "'key=value,...' or a Python repr, not JSON; pass json.dumps(value) and parse it in the script with "
+            "json.loads"
+        )
+    if isinstance(value, str) and value.startswith("-") and not _NUMBER_RE.match(value):
+        warn_user(
+            f"hyperparameter {name!r} has the value {value!r}, which your script's argument parser will read as an "
+            f"option, not as the value of --{name} (a value such as '--help' makes the script print its help and "
+            "the job end Completed without training); rename the value if that is not what you want",
+            HyperparameterWarning,
+        )
+
+
+def _holds_dict(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_dict(item) for item in value)

@@ -2,17 +2,30 @@
 
 ``image_uri=`` on the estimator overrides this (SMTC refused overrides; we allow them), which is also
 how our own images from ``containers/`` are used.
+
+The tables are sagemaker-core's (``sagemaker.core.image_uris.config_for_framework``): each framework
+lists versions, short aliases (``"2.8"`` -> ``"2.8.0"``), Python versions and processors. A full
+version the table does not list (``"4.56.0"`` when the DLC carries 4.56.2) resolves to the image of
+its major.minor alias, with a log line naming the version the image carries. Errors list only what
+sagemaker-tc supports: images with PyTorch >= 2.6.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from typing import Any
 
 from sagemaker_tc.errors import UnsupportedImageError
+from sagemaker_tc.sdk.instances import InstanceKind
+
+logger = logging.getLogger(__name__)
 
 _UPGRADE_HINT_RE = re.compile(r"You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.\s*")
 # torch.compile with TorchInductor as this runtime uses it needs PyTorch 2.x; the runtime asks for >= 2.6.
 MIN_PYTORCH = (2, 6)
+_MIN_TEXT = ".".join(map(str, MIN_PYTORCH))
+_PYTORCH_PREFIX = "pytorch"  # Hugging Face tables key each version's PyTorch base as "pytorch<version>"
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -24,15 +37,104 @@ def _version_tuple(version: str) -> tuple[int, ...]:
         raise UnsupportedImageError(f"{version!r} is not a version number such as '2.8'") from None
 
 
+def _short(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
 def _check_pytorch(version: str | None, argument: str) -> str:
     if not version:
         raise UnsupportedImageError(f"{argument} is required to pick a training image (or pass image_uri=)")
     if _version_tuple(version) < MIN_PYTORCH:
-        minimum = ".".join(map(str, MIN_PYTORCH))
         raise UnsupportedImageError(
-            f"{argument}={version!r}: sagemaker-tc compiles with TorchInductor and needs PyTorch >= {minimum}"
+            f"{argument}={version!r}: sagemaker-tc compiles with TorchInductor and needs PyTorch >= {_MIN_TEXT}"
         )
     return version
+
+
+def training_table(framework: str) -> dict[str, Any]:
+    """sagemaker-core's training image table for ``"pytorch"`` or ``"huggingface"``."""
+    from sagemaker.core import image_uris
+
+    return image_uris.config_for_framework(framework)["training"]
+
+
+def _table_key(versions: dict[str, Any], aliases: dict[str, str], version: str, what: str) -> str | None:
+    """The key to look ``version`` up by: itself when the table has it (full or alias), else its
+    major.minor alias (logged), else None."""
+    if version in versions or version in aliases:
+        return version
+    short = _short(version)
+    if short in aliases:
+        logger.info("%s %s: using the image for %s, which carries %s", what, version, short, aliases[short])
+        return short
+    return None
+
+
+def _full(table: dict[str, Any], key: str) -> str:
+    return table.get("version_aliases", {}).get(key, key)
+
+
+def supported_pytorch_versions() -> list[str]:
+    """``framework_version`` values (major.minor) with a PyTorch training DLC, PyTorch >= 2.6."""
+    table = training_table("pytorch")
+    return [_short(full) for full in table["versions"] if _version_tuple(full) >= MIN_PYTORCH]
+
+
+def supported_huggingface_versions() -> list[tuple[str, str]]:
+    """``(transformers major.minor, PyTorch major.minor)`` pairs with a Hugging Face training DLC,
+    PyTorch >= 2.6."""
+    table = training_table("huggingface")
+    pairs = []
+    for full, entry in table["versions"].items():
+        for key in entry:
+            base = key.removeprefix(_PYTORCH_PREFIX)
+            if key.startswith(_PYTORCH_PREFIX) and _version_tuple(base) >= MIN_PYTORCH:
+                pairs.append((_short(full), _short(base)))
+    return pairs
+
+
+def _pytorch_entry(version: str) -> tuple[str, dict[str, Any]]:
+    table = training_table("pytorch")
+    key = _table_key(table["versions"], table.get("version_aliases", {}), version, "framework_version")
+    if key is None:
+        raise UnsupportedImageError(
+            f"framework_version={version!r} has no PyTorch training image in sagemaker-core's tables; sagemaker-tc "
+            f"needs PyTorch >= {_MIN_TEXT}, supported: {', '.join(supported_pytorch_versions())} (or pass image_uri=)"
+        )
+    return key, table["versions"][_full(table, key)]
+
+
+def _huggingface_entry(transformers: str, pytorch: str) -> tuple[str, str, dict[str, Any]]:
+    table = training_table("huggingface")
+    key = _table_key(table["versions"], table.get("version_aliases", {}), transformers, "transformers_version")
+    pairs = ", ".join(f"transformers {t} with PyTorch {p}" for t, p in supported_huggingface_versions())
+    if key is None:
+        raise UnsupportedImageError(
+            f"transformers_version={transformers!r} has no Hugging Face training image in sagemaker-core's tables "
+            f"with PyTorch >= {_MIN_TEXT}; supported: {pairs} (or pass image_uri=)"
+        )
+    entry = table["versions"][_full(table, key)]
+    base = f"{_PYTORCH_PREFIX}{pytorch}"
+    base_key = _table_key(entry, entry.get("version_aliases", {}), base, "pytorch_version")
+    if base_key is None:
+        raise UnsupportedImageError(
+            f"transformers_version={transformers!r} has no image with pytorch_version={pytorch!r}; supported: "
+            f"{pairs} (or pass image_uri=)"
+        )
+    return key, base_key, entry[_full(entry, base_key)]
+
+
+def _check_py_version(py_version: str | None, entry: dict[str, Any], what: str) -> str:
+    if not py_version:
+        raise UnsupportedImageError(
+            "py_version is required to pick a training image, e.g. 'py312' (or pass image_uri=)"
+        )
+    if py_version not in entry.get("py_versions", [py_version]):
+        raise UnsupportedImageError(
+            f"py_version={py_version!r} has no {what} training image; Supported py_version(s): "
+            f"{', '.join(entry['py_versions'])} (or pass image_uri=)"
+        )
+    return py_version
 
 
 def training_image(
@@ -51,12 +153,13 @@ def training_image(
         region: AWS region of the job, e.g. ``"us-east-1"``.
         instance_type: e.g. ``"ml.p5.48xlarge"`` (picks the GPU or CPU image).
         py_version: e.g. ``"py312"``.
-        pytorch_version: PyTorch version (``framework_version`` for PyTorch, ``pytorch_version`` for HF).
-        transformers_version: Hugging Face only.
+        pytorch_version: PyTorch version (``framework_version`` for PyTorch, ``pytorch_version`` for HF);
+            ``"2.8"`` or a full version such as ``"2.8.0"``.
+        transformers_version: Hugging Face only, e.g. ``"4.56"`` or ``"4.56.0"``.
 
     Raises:
         UnsupportedImageError: a version is missing, older than PyTorch 2.6, or the combination has no
-            image; the message carries sagemaker-core's list of supported versions.
+            image; the message lists the supported versions (PyTorch >= 2.6 only).
     """
     from sagemaker.core import image_uris
 
@@ -66,13 +169,14 @@ def training_image(
                 "transformers_version is required to pick a training image (or pass image_uri=)"
             )
         pytorch = _check_pytorch(pytorch_version, "pytorch_version")
-        kwargs = {"version": transformers_version, "base_framework_version": f"pytorch{pytorch}"}
+        key, base_key, entry = _huggingface_entry(transformers_version, pytorch)
+        kwargs = {"version": key, "base_framework_version": base_key}
+        what = f"transformers {transformers_version} / PyTorch {pytorch}"
     else:
-        kwargs = {"version": _check_pytorch(pytorch_version, "framework_version")}
-    if not py_version:
-        raise UnsupportedImageError(
-            "py_version is required to pick a training image, e.g. 'py312' (or pass image_uri=)"
-        )
+        key, entry = _pytorch_entry(_check_pytorch(pytorch_version, "framework_version"))
+        kwargs = {"version": key}
+        what = f"PyTorch {pytorch_version}"
+    _check_py_version(py_version, entry, what)
     try:
         return image_uris.retrieve(
             framework=framework,
@@ -89,3 +193,26 @@ def training_image(
             f"no {framework} training image for {kwargs}, {py_version} in sagemaker-core's tables: {detail} "
             "(newer DLCs arrive with newer sagemaker-core releases; or pass image_uri=)"
         ) from None
+
+
+def check_processor(framework: str, estimator: str, instance_type: str, kind: InstanceKind) -> None:
+    """Refuse, at construction, a CPU job whose framework has no CPU training image (the stock
+    Hugging Face DLCs are GPU-only), instead of failing at ``fit()``. Call it only without ``image_uri``.
+
+    Args:
+        framework: ``"pytorch"`` or ``"huggingface"``.
+        estimator: the estimator's class name, for the message.
+        instance_type: as checked (a pipeline parameter's default value).
+        kind: where the job runs; an ``ml.*`` CPU family and Docker's ``local`` need a CPU image.
+
+    Raises:
+        UnsupportedImageError: the table lists no CPU image for ``framework``.
+    """
+    needs_cpu = kind is InstanceKind.CPU or (kind is InstanceKind.LOCAL_DOCKER and instance_type == "local")
+    if not needs_cpu or "cpu" in training_table(framework).get("processors", ["cpu"]):
+        return
+    raise UnsupportedImageError(
+        f"{estimator} on {instance_type}: the stock {framework} training images are GPU-only (sagemaker-core's "
+        "tables list no CPU image), so this job would have no image; pick a GPU instance type, pass image_uri= "
+        "(a CPU image with your libraries), or use PyTorch(framework_version=...) which has CPU images"
+    )

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from enum import Enum
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from sagemaker_tc.errors import CpuInstanceWarning, UnsupportedInstanceTypeError
+from sagemaker_tc.warn import warn_user
 
 LOCAL_PROCESS = "local_process"
 _ML_TYPE_RE = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.(?P<size>[a-z0-9-]+)$")
@@ -44,8 +44,8 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
         UnsupportedInstanceTypeError: not an instance type, an unknown or Neuron family, or a count
             that is not a positive integer.
 
-    Warns:
-        CpuInstanceWarning: a CPU family (compile gains on CPU are model-dependent).
+    A CPU family is accepted here; the estimator then checks that it has a CPU image and calls
+    :func:`warn_cpu_instance`.
     """
     if not isinstance(instance_count, int) or isinstance(instance_count, bool) or instance_count < 1:
         raise UnsupportedInstanceTypeError(f"instance_count must be a positive integer, got {instance_count!r}")
@@ -70,15 +70,22 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
     if family in families["gpu"]:
         return InstanceKind.GPU
     if family in families["cpu"]:
-        warnings.warn(
-            f"{instance_type} is a CPU instance: TorchInductor compiles for CPU too, but the gains there are "
-            "model-dependent (often compile time and no recompiles rather than faster steps); compare with "
-            "TrainingCompilerConfig(backend='eager')",
-            CpuInstanceWarning,
-            stacklevel=4,  # the user's HuggingFace(...)/PyTorch(...) call
-        )
         return InstanceKind.CPU
     known = ", ".join(families["gpu"] + families["cpu"])
     raise UnsupportedInstanceTypeError(
         f"instance family {family!r} of {instance_type} is not in sagemaker-tc's table; supported families: {known}"
+    )
+
+
+def warn_cpu_instance(instance_type: str) -> None:
+    """Warn that a job runs on a CPU instance (accepted: compile gains on CPU are model-dependent).
+
+    Warns:
+        CpuInstanceWarning: always, attributed to the user's estimator call.
+    """
+    warn_user(
+        f"{instance_type} is a CPU instance: TorchInductor compiles for CPU too, but the gains there are "
+        "model-dependent (often compile time and no recompiles rather than faster steps); compare with "
+        "TrainingCompilerConfig(backend='eager')",
+        CpuInstanceWarning,
     )

@@ -12,6 +12,7 @@ import logging
 import shutil
 import subprocess
 
+from sagemaker_tc import _internals
 from sagemaker_tc.errors import DockerNotAvailableError
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
@@ -39,10 +40,8 @@ def check_docker() -> None:
     if info.returncode != 0:
         detail = (info.stderr or info.stdout).strip().splitlines()[-1:] or ["no output"]
         raise DockerNotAvailableError(f"no Docker engine answers (`docker info`: {detail[0]}); {_SUGGESTION}")
-    from sagemaker.core.local.image import _SageMakerContainer
-
     try:
-        _SageMakerContainer._get_compose_cmd_prefix()
+        _internals.docker_compose_command()
     except ImportError as error:
         raise DockerNotAvailableError(f"{error}; or {_SUGGESTION}") from None
 

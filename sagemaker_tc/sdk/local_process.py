@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import unquote, urlparse
 
+from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
@@ -207,77 +208,20 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
         EstimatorArgumentError: the output path is not local, or the job folder exists.
     """
     output_root = local_path(request.output_data_config.s3_output_path) / request.training_job_name
-    hosts = hosts_for(request)
-    job_dirs = (
-        {host: output_root / "opt_ml" for host in hosts}
-        if len(hosts) == 1
-        else {host: output_root / host / "opt_ml" for host in hosts}
-    )
-    if output_root.exists() and any(job_dir.exists() for job_dir in job_dirs.values()):
-        raise EstimatorArgumentError(f"job folder {output_root} already exists: job names must be unique")
+    job_dirs = _host_dirs(request, output_root)
     for host, job_dir in job_dirs.items():
         prepare_job_dir(request, job_dir, host)
-
-    shared_env = dict(os.environ)
-    shared_env.update(request.environment)
-    shared_env.update(
-        {
-            "SM_STUDIO_LOCAL_MODE": "true",
-            "TRAINING_JOB_NAME": request.training_job_name,  # as SageMaker sets it in the container
-            "PYTHONUNBUFFERED": "1",
-            # Hosts are processes on this machine: torchrun's rendezvous is on loopback.
-            "SM_TC_MASTER_ADDR": "127.0.0.1",
-            "SM_TC_MASTER_PORT": str(_free_port()),
-        }
+    logger.info(
+        "Starting local_process training job %s on %s in %s", request.training_job_name, list(job_dirs), output_root
     )
-    max_run = request.stopping_condition.max_runtime_in_seconds
-    logger.info("Starting local_process training job %s on %s in %s", request.training_job_name, hosts, output_root)
     sink = (log_sink or sys.stdout) if logs else None
+    max_run = request.stopping_condition.max_runtime_in_seconds
     started = time.monotonic()
-    processes: dict[str, subprocess.Popen] = {}
-    streamers = []
-    try:
-        for host, job_dir in job_dirs.items():
-            processes[host] = subprocess.Popen(
-                [sys.executable, "-c", _TOOLKIT_COMMAND],
-                cwd=job_dir,
-                env={**shared_env, "SAGEMAKER_BASE_DIR": str(job_dir)},
-                start_new_session=True,  # its own process group: stopping the host stops its scripts too
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-            )
-            streamer = threading.Thread(target=_stream, args=(processes[host].stdout, sink, f"{host} | "), daemon=True)
-            streamer.start()
-            streamers.append(streamer)
-        exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run)
-    except BaseException:  # e.g. Ctrl-C in the notebook: stop every host, then let the interrupt through
-        for process in processes.values():
-            _stop(process)
-        raise
-    for streamer in streamers:
-        streamer.join()
+    exit_codes = _run_hosts(job_dirs, _job_environment(request), sink, max_run=max_run)
     duration = time.monotonic() - started
-
-    first = job_dirs[hosts[0]]
-    artifacts = output_root / "output"
-    artifacts.mkdir(parents=True, exist_ok=True)
-    model_tar, output_tar = artifacts / "model.tar.gz", artifacts / "output.tar.gz"
-    _tar_folder(first / "model", model_tar)
-    _tar_folder(first / "output" / "data", output_tar)
-
-    reasons = {host: _failure_reason(job_dirs[host], exit_codes[host]) for host in hosts}
-    failed = [host for host in hosts if reasons[host] is not None]
-    if failed:
-        status = "Failed"
-        origin = _first_failure(failed, job_dirs, reasons)
-        reason = reasons[origin] if len(hosts) == 1 else f"{origin}: {reasons[origin]}"
-        reason = reason[:MAX_FAILURE_REASON_CHARS]
-    else:
-        status, reason = "Completed", None
+    first = next(iter(job_dirs.values()))  # algo-1
+    model_tar, output_tar = _write_artifacts(first, output_root / "output")
+    status, reason = _outcome(job_dirs, exit_codes)
     logger.info("Training job %s %s in %.1f s", request.training_job_name, status, duration)
     return LocalJobResult(
         job_name=request.training_job_name,
@@ -290,6 +234,98 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
         duration_seconds=duration,
         host_dirs=dict(job_dirs),
     )
+
+
+def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path]:
+    """Each host's ``/opt_ml`` folder (``<root>/opt_ml`` for one host, ``<root>/<host>/opt_ml`` for several).
+
+    Raises:
+        EstimatorArgumentError: a job of this name already ran into ``output_root``.
+    """
+    hosts = hosts_for(request)
+    if len(hosts) == 1:
+        job_dirs = {hosts[0]: output_root / "opt_ml"}
+    else:
+        job_dirs = {host: output_root / host / "opt_ml" for host in hosts}
+    if output_root.exists() and any(job_dir.exists() for job_dir in job_dirs.values()):
+        raise EstimatorArgumentError(f"job folder {output_root} already exists: job names must be unique")
+    return job_dirs
+
+
+def _job_environment(request: TrainingJobRequest) -> dict[str, str]:
+    """The environment every host's toolkit process starts with (``SAGEMAKER_BASE_DIR`` is added per host)."""
+    environment = dict(os.environ)
+    environment.update(request.environment)
+    environment.update(
+        {
+            contract.ENV_STUDIO_LOCAL_MODE: "true",
+            contract.ENV_TRAINING_JOB_NAME: request.training_job_name,  # as SageMaker sets it in the container
+            contract.ENV_PYTHON_UNBUFFERED: "1",
+            # Hosts are processes on this machine: torchrun's rendezvous is on loopback.
+            contract.ENV_MASTER_ADDR: "127.0.0.1",
+            contract.ENV_MASTER_PORT: str(_free_port()),
+        }
+    )
+    return environment
+
+
+def _start_host(job_dir: Path, environment: dict[str, str]) -> subprocess.Popen:
+    """Start one host: the toolkit's ``train`` in its own process group, output piped for streaming."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _TOOLKIT_COMMAND],
+        cwd=job_dir,
+        env={**environment, contract.ENV_BASE_DIR: str(job_dir)},
+        start_new_session=True,  # its own process group: stopping the host stops its scripts too
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+    )
+
+
+def _run_hosts(
+    job_dirs: dict[str, Path], environment: dict[str, str], sink: TextIO | None, *, max_run: int
+) -> dict[str, int]:
+    """Start every host, stream its log to ``sink``, and wait for all of them; returns each exit code."""
+    processes: dict[str, subprocess.Popen] = {}
+    streamers = []
+    try:
+        for host, job_dir in job_dirs.items():
+            processes[host] = _start_host(job_dir, environment)
+            streamer = threading.Thread(target=_stream, args=(processes[host].stdout, sink, f"{host} | "), daemon=True)
+            streamer.start()
+            streamers.append(streamer)
+        exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run)
+    except BaseException:  # e.g. Ctrl-C in the notebook: stop every host, then let the interrupt through
+        for process in processes.values():
+            _stop(process)
+        raise
+    for streamer in streamers:
+        streamer.join()
+    return exit_codes
+
+
+def _write_artifacts(job_dir: Path, artifacts: Path) -> tuple[Path, Path]:
+    """``model.tar.gz`` (the ``model/`` folder) and ``output.tar.gz`` (``output/data/``) into ``artifacts``."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    model_tar, output_tar = artifacts / "model.tar.gz", artifacts / "output.tar.gz"
+    _tar_folder(job_dir / "model", model_tar)
+    _tar_folder(job_dir / "output" / "data", output_tar)
+    return model_tar, output_tar
+
+
+def _outcome(job_dirs: dict[str, Path], exit_codes: dict[str, int]) -> tuple[str, str | None]:
+    """``("Completed", None)``, or ``("Failed", reason)`` with the reason of the host that failed first."""
+    hosts = list(job_dirs)
+    reasons = {host: _failure_reason(job_dirs[host], exit_codes[host]) for host in hosts}
+    failed = [host for host in hosts if reasons[host] is not None]
+    if not failed:
+        return "Completed", None
+    origin = _first_failure(failed, job_dirs, reasons)
+    reason = reasons[origin] if len(hosts) == 1 else f"{origin}: {reasons[origin]}"
+    return "Failed", reason[:MAX_FAILURE_REASON_CHARS]
 
 
 def _wait_for_hosts(

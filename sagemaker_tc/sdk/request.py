@@ -6,6 +6,7 @@ reads it like SageMaker would, and the cloud path sends it through sagemaker-cor
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,10 @@ from sagemaker.core.shapes import (
 )
 from sagemaker.core.utils.utils import serialize
 
+from sagemaker_tc import contract
+from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
 
 # CreateTrainingJob: TrainingJobName matches ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}.
 _JOB_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -79,6 +83,44 @@ def metric_definitions(definitions: Sequence[Mapping[str, str]] | None) -> list[
             raise EstimatorArgumentError(f"metric {item['Name']!r} has an invalid Regex: {error}") from None
         shapes.append(MetricDefinition(name=item["Name"], regex=item["Regex"]))
     return shapes
+
+
+def job_hyperparameters(
+    user: Mapping[str, str],
+    distribution: Mapping[str, Any],
+    compiler_config: TrainingCompilerConfig | None,
+    entry_point: str,
+) -> dict[str, str]:
+    """The job's hyperparameters before the script-mode keys, all JSON-encoded.
+
+    Args:
+        user: the user's hyperparameters, already encoded.
+        distribution: raw values from :func:`~sagemaker_tc.sdk.distribution.distribution_hyperparameters`.
+        compiler_config: adds SMTC's compiler keys and ours (:func:`sagemaker_tc.contract.encode`).
+        entry_point: the user's script, relative to the code folder.
+    """
+    encoded = dict(user)
+    encoded.update(encode_hyperparameters(distribution, allow_reserved=True))
+    if compiler_config is not None:
+        wire = contract.encode(compiler_config, entry_point=entry_point)
+        encoded.update(encode_hyperparameters(wire, allow_reserved=True))
+    return encoded
+
+
+def script_mode_hyperparameters(
+    *, program: str, submit_directory: str, job_name: str, region: str | None = None
+) -> dict[str, str]:
+    """The toolkit's script-mode keys, JSON-encoded: the program to run, where the code is, the
+    job's name, the log level and (cloud jobs) the region."""
+    script_mode: dict[str, Any] = {
+        contract.HP_PROGRAM: program,
+        contract.HP_SUBMIT_DIRECTORY: submit_directory,
+        contract.HP_JOB_NAME: job_name,
+        contract.HP_LOG_LEVEL: logging.INFO,
+    }
+    if region:
+        script_mode[contract.HP_REGION] = region
+    return encode_hyperparameters(script_mode, allow_reserved=True)
 
 
 @dataclass(frozen=True)

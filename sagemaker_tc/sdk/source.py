@@ -8,12 +8,16 @@ import hashlib
 import io
 import os
 import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import sagemaker_tc
 from sagemaker_tc.contract import LAUNCHER_PROGRAM
 from sagemaker_tc.errors import EstimatorArgumentError, SourceNotFoundError
+from sagemaker_tc.sdk.source_tree import skipped, source_entries
 
 LAUNCHER_SOURCE = '''"""Injected by sagemaker-tc: configures the training compiler, then runs your entry point."""
 
@@ -24,7 +28,6 @@ if __name__ == "__main__":
 '''
 
 RUNTIME_PACKAGE = "sagemaker_tc"
-_SKIPPED_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}
 
 
 @dataclass(frozen=True)
@@ -36,26 +39,42 @@ class SourceSpec:
         root: the folder whose contents become the code directory; None when only the entry point
             file is shipped (no ``source_dir``).
         entry_file: the script's absolute path.
+        allow_outside_links: ship what links in ``root`` point to even outside it (the user opted in
+            with ``allow_symlinks_outside_source_dir=True``).
     """
 
     entry_point: str
     root: Path | None
     entry_file: Path
+    allow_outside_links: bool = False
 
 
-def resolve_source(entry_point: str, source_dir: str | None) -> SourceSpec:
+def _path_argument(name: str, value: object) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise EstimatorArgumentError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}")
+    return os.fspath(value)
+
+
+def resolve_source(
+    entry_point: str, source_dir: str | os.PathLike | None, *, allow_outside_links: bool = False
+) -> SourceSpec:
     """Check ``entry_point`` and ``source_dir`` as SageMaker SDK v2 did, before any job starts.
 
     With ``source_dir``, ``entry_point`` is relative to it; without, it is a path to a file that is
-    shipped alone.
+    shipped alone. Every file under ``source_dir`` is listed once here, so a symbolic link that the
+    rules of :mod:`sagemaker_tc.sdk.source_tree` refuse fails now, not at ``fit()``.
 
     Raises:
-        EstimatorArgumentError: ``entry_point`` is missing or empty, or names the launcher file.
+        EstimatorArgumentError: ``entry_point`` is missing or empty, or names the launcher file;
+            ``source_dir`` is not a path.
         SourceNotFoundError: ``source_dir`` is not a folder, or the entry point file does not exist.
+        SourceLinkError: a link in ``source_dir`` resolves outside it (without ``allow_outside_links``),
+            dangles, or loops.
     """
     if not isinstance(entry_point, str) or not entry_point.strip():
         raise EstimatorArgumentError("entry_point is required: the path of your training script, e.g. 'train.py'")
     if source_dir is not None:
+        source_dir = _path_argument("source_dir", source_dir)
         root = Path(source_dir).expanduser().resolve()
         if not root.is_dir():
             raise SourceNotFoundError(f"source_dir {source_dir!r} is not a folder")
@@ -76,21 +95,30 @@ def resolve_source(entry_point: str, source_dir: str | None) -> SourceSpec:
         raise EstimatorArgumentError(
             f"entry_point may not be named {LAUNCHER_PROGRAM!r}: sagemaker-tc injects that file"
         )
-    return SourceSpec(entry_point=relative, root=root, entry_file=entry_file)
-
-
-def _skip(tarinfo: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    parts = Path(tarinfo.name).parts
-    if any(part in _SKIPPED_NAMES for part in parts) or tarinfo.name.endswith(".pyc"):
-        return None
-    return tarinfo
+    spec = SourceSpec(entry_point=relative, root=root, entry_file=entry_file, allow_outside_links=allow_outside_links)
+    if root is not None:
+        source_entries(root, allow_outside=allow_outside_links)  # refuse bad links now
+    return spec
 
 
 def _runtime_filter(tarinfo: tarfile.TarInfo) -> tarfile.TarInfo | None:
     """The container side of the package only: the SDK (``sagemaker_tc/sdk``) stays out."""
-    if Path(tarinfo.name).parts[:2] == (RUNTIME_PACKAGE, "sdk"):
+    if Path(tarinfo.name).parts[:2] == (RUNTIME_PACKAGE, "sdk") or skipped(tarinfo.name):
         return None
-    return _skip(tarinfo)
+    return tarinfo
+
+
+def _user_entries(spec: SourceSpec, *, inject_launcher: bool) -> list[tuple[Path, str]]:
+    """``(path to read, name in the archive)`` for the user's code, checked."""
+    if spec.root is None:
+        return [(spec.entry_file, spec.entry_point)]
+    for injected in (LAUNCHER_PROGRAM, RUNTIME_PACKAGE):
+        if inject_launcher and (spec.root / injected).exists():
+            raise EstimatorArgumentError(
+                f"source_dir already contains {injected!r}; sagemaker-tc injects one of that name, "
+                "remove or rename yours"
+            )
+    return [(entry.path, entry.arcname) for entry in source_entries(spec.root, allow_outside=spec.allow_outside_links)]
 
 
 def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher: bool) -> Path:
@@ -109,27 +137,21 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
     Raises:
         EstimatorArgumentError: ``source_dir`` already holds a file named like the launcher or a
             ``sagemaker_tc`` folder.
+        SourceLinkError: a link in ``source_dir`` breaks the rules of :mod:`sagemaker_tc.sdk.source_tree`
+            (checked again here: the folder may have changed since the estimator was built).
     """
+    user_files = _user_entries(spec, inject_launcher=inject_launcher)  # every check before any byte is written
     destination.mkdir(parents=True, exist_ok=True)
     archive = destination / "sourcedir.tar.gz"
-    # dereference=True: symlinks are packed as the files they point to (as SageMaker SDK v2 does).
+    # Links in source_dir are packed as what they point to (source_entries resolved and checked them).
     # gzip mtime 0: the same files give the same bytes, so a content hash names the archive.
     with (
         open(archive, "wb") as raw,
         gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w", dereference=True) as tar,
     ):
-        if spec.root is not None:
-            for injected in (LAUNCHER_PROGRAM, RUNTIME_PACKAGE):
-                if inject_launcher and (spec.root / injected).exists():
-                    raise EstimatorArgumentError(
-                        f"source_dir already contains {injected!r}; sagemaker-tc injects one of that name, "
-                        "remove or rename yours"
-                    )
-            for child in sorted(spec.root.iterdir()):
-                tar.add(child, arcname=child.name, filter=_skip)
-        else:
-            tar.add(spec.entry_file, arcname=spec.entry_point)
+        for path, arcname in user_files:
+            tar.add(path, arcname=arcname, recursive=False)
         if inject_launcher:
             data = LAUNCHER_SOURCE.encode()
             info = tarfile.TarInfo(LAUNCHER_PROGRAM)
@@ -139,6 +161,17 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
             package_dir = Path(sagemaker_tc.__file__).resolve().parent
             tar.add(package_dir, arcname=RUNTIME_PACKAGE, filter=_runtime_filter)
     return archive
+
+
+@contextmanager
+def staged_archive(spec: SourceSpec, *, inject_launcher: bool) -> Iterator[Path]:
+    """``sourcedir.tar.gz`` for ``spec`` in a temporary folder, removed when the block ends.
+
+    Raises:
+        EstimatorArgumentError: see :func:`build_source_archive`.
+    """
+    with tempfile.TemporaryDirectory(prefix="sagemaker-tc-source-") as staging:
+        yield build_source_archive(spec, Path(staging), inject_launcher=inject_launcher)
 
 
 def archive_digest(archive: Path) -> str:

@@ -1,0 +1,285 @@
+"""Checks of the estimators' constructor arguments, each raising a named error before any job starts.
+
+The estimators (:mod:`sagemaker_tc.sdk.estimator`) call these in ``__init__``; the run modes
+(:mod:`sagemaker_tc.sdk.modes`) call :func:`check_role` at ``fit()``. Each function checks one
+argument (or a pair that only make sense together) and returns the value the estimator keeps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sagemaker.core.helper.pipeline_variable import PipelineVariable
+
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, UnsupportedInstanceTypeError
+from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
+from sagemaker_tc.sdk.local_process import local_path
+from sagemaker_tc.sdk.source import SourceSpec
+from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
+
+DEFAULT_OUTPUT_PATH = "sagemaker-tc-output"
+DEFAULT_MAX_RUN_SECONDS = 24 * 60 * 60  # SageMaker's default MaxRuntimeInSeconds (1 day)
+# CreateTrainingJob RoleArn: arn:aws[-partition]:iam::<account>:role/<path/name>, 20-2048 chars.
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+CLOUD_KINDS = (InstanceKind.GPU, InstanceKind.CPU)
+# local_process runs each host as a toolkit process group on this machine; it is for trying a
+# multi-host job, not for scale, and each host holds a whole copy of the training script's memory.
+MAX_LOCAL_PROCESS_HOSTS = 8
+# CreateTrainingJob Environment (SageMaker API reference): at most 100 entries, names matching
+# [a-zA-Z_][a-zA-Z0-9_]* of at most 512 characters, values of at most 512 characters.
+_ENV_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+MAX_ENV_ENTRIES = 100
+MAX_ENV_CHARS = 512
+# Arguments that are text, checked for their type before any is used: name -> what is accepted.
+_PATH = (str, os.PathLike)
+TEXT_ARGUMENTS: dict[str, tuple[tuple[type, ...], str]] = {
+    "source_dir": (_PATH, "a folder path"),
+    "output_path": (_PATH, "a folder path or an s3:// URI"),
+    "base_job_name": ((str,), "a string"),
+    "role": ((str,), "an IAM role ARN string"),
+    "py_version": ((str,), "a string such as 'py312'"),
+    "image_uri": ((str,), "an image URI string"),
+    "checkpoint_s3_uri": ((str,), "an s3:// URI string"),
+    "checkpoint_local_path": ((str,), "a container path string"),
+    "transformers_version": ((str,), "a version string such as '4.56'"),
+    "pytorch_version": ((str,), "a version string such as '2.8'"),
+    "framework_version": ((str,), "a version string such as '2.8'"),
+}
+
+
+def check_types(**values: Any) -> None:
+    """Check the type of each text argument given (None is always accepted: the default).
+
+    Raises:
+        EstimatorArgumentError: an argument of :data:`TEXT_ARGUMENTS` has another type; the message
+            names the argument and what it accepts.
+    """
+    for name, value in values.items():
+        types, accepted = TEXT_ARGUMENTS[name]
+        if value is not None and not isinstance(value, types):
+            raise EstimatorArgumentError(f"{name} must be {accepted}, got {type(value).__name__} {value!r}")
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a bool.
+
+    Raises:
+        EstimatorArgumentError: any other type (an opt-in is never implied by a truthy string).
+    """
+    if not isinstance(value, bool):
+        raise EstimatorArgumentError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_s3_uri(name: str, uri: str) -> str:
+    """Return ``uri`` if it is a well-formed ``s3://bucket[/prefix]`` URI.
+
+    Raises:
+        EstimatorArgumentError: it is not (the message says what is wrong).
+    """
+    problem = s3_uri_problem(uri)
+    if problem is not None:
+        raise EstimatorArgumentError(f"{name}={uri!r} is not an S3 URI: {problem}")
+    return uri
+
+
+def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, InstanceKind]:
+    """Check where the job runs.
+
+    A pipeline parameter (``ParameterString``) is checked, and later picks the image, by its
+    ``default_value``.
+
+    Returns:
+        ``(instance type as checked, where the job runs)``.
+
+    Raises:
+        UnsupportedInstanceTypeError: see :func:`~sagemaker_tc.sdk.instances.classify_instance`; also a
+            pipeline parameter without a default, or one that defaults to a local mode.
+    """
+    checked = getattr(instance_type, "default_value", instance_type)
+    is_parameter = isinstance(instance_type, PipelineVariable)
+    if is_parameter and not isinstance(checked, str):
+        raise UnsupportedInstanceTypeError(
+            "a pipeline parameter instance_type needs a default_value such as 'ml.g5.2xlarge' "
+            "(it picks the training image)"
+        )
+    kind = classify_instance(checked, instance_count)
+    if kind is InstanceKind.LOCAL_PROCESS and instance_count > MAX_LOCAL_PROCESS_HOSTS:
+        raise UnsupportedInstanceTypeError(
+            f"instance_count={instance_count} with instance_type='local_process' would start {instance_count} "
+            f"training processes on this machine; local_process runs at most {MAX_LOCAL_PROCESS_HOSTS} hosts (it is "
+            "for trying a multi-host job): use ml.* instances for more"
+        )
+    if is_parameter and kind not in CLOUD_KINDS:
+        raise UnsupportedInstanceTypeError(
+            f"a pipeline parameter instance_type must default to an ml.* instance type (pipelines run SageMaker "
+            f"training jobs), got default {checked!r}"
+        )
+    return checked, kind
+
+
+def check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
+    """Return ``config`` if it is None or a :class:`~sagemaker_tc.config.TrainingCompilerConfig`.
+
+    Raises:
+        ConfigError: any other object, e.g. SMTC's ``sagemaker.huggingface.TrainingCompilerConfig``.
+    """
+    if config is None or isinstance(config, TrainingCompilerConfig):
+        return config
+    raise ConfigError(
+        f"compiler_config must be a sagemaker_tc.TrainingCompilerConfig, got {type(config).__module__}."
+        f"{type(config).__qualname__}"
+    )
+
+
+def check_entry_point_language(source: SourceSpec, entry_point: str, compiler_enabled: bool) -> None:
+    """With the compiler on, the entry point must be a Python script (the compiler runs in its process).
+
+    Raises:
+        EstimatorArgumentError: a non-``.py`` entry point with the compiler enabled.
+    """
+    if compiler_enabled and not source.entry_point.endswith(".py"):
+        raise EstimatorArgumentError(
+            f"entry_point {entry_point!r} is not a Python script: with compiler_config enabled the entry point "
+            "must be a .py file (the compiler runs inside the Python process); shell entry points run without it"
+        )
+
+
+def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
+    """Return ``environment`` as a dict of str -> str (``{}`` for None).
+
+    Names follow CreateTrainingJob's rule (``[a-zA-Z_][a-zA-Z0-9_]*``) in every mode, so a job that
+    runs locally runs on SageMaker unchanged; values may not hold a NUL byte (no process environment
+    can). SageMaker jobs also get the API's limits: 100 variables, 512 characters per name and value.
+
+    Raises:
+        EstimatorArgumentError: not a mapping of strings to strings, or a name or value those rules refuse.
+    """
+    if environment is None:
+        return {}
+    if not isinstance(environment, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in environment.items()
+    ):
+        raise EstimatorArgumentError(f"environment must be a dict of str -> str, got {environment!r}")
+    for name, value in environment.items():
+        if not _ENV_NAME_RE.match(name):
+            raise EstimatorArgumentError(
+                f"environment variable name {name!r} is not accepted: SageMaker takes names of letters, digits and "
+                "'_' that do not start with a digit ([a-zA-Z_][a-zA-Z0-9_]*)"
+            )
+        if "\x00" in value:
+            raise EstimatorArgumentError(f"environment variable {name!r} holds a NUL byte, which no process accepts")
+        if cloud and max(len(name), len(value)) > MAX_ENV_CHARS:
+            raise EstimatorArgumentError(
+                f"environment variable {name!r}: SageMaker training jobs take names and values of at most "
+                f"{MAX_ENV_CHARS} characters"
+            )
+    if cloud and len(environment) > MAX_ENV_ENTRIES:
+        raise EstimatorArgumentError(
+            f"environment has {len(environment)} variables; SageMaker training jobs take at most {MAX_ENV_ENTRIES}"
+        )
+    return dict(environment)
+
+
+def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
+    """Where the job's artifacts go: an ``s3://`` URI for SageMaker jobs (None: the session's default
+    bucket), a local folder or ``file://`` URI for local modes (default ``./sagemaker-tc-output``).
+
+    Raises:
+        EstimatorArgumentError: an ``s3://`` path for a local mode, or a local one for a SageMaker job.
+    """
+    if cloud:
+        if output_path is not None and not str(output_path).startswith("s3://"):
+            raise EstimatorArgumentError(
+                f"output_path for SageMaker training jobs is an s3:// URI, got {output_path!r}"
+            )
+        return output_path if output_path is None else check_s3_uri("output_path", output_path)
+    output_path = os.fspath(output_path or DEFAULT_OUTPUT_PATH)
+    folder = local_path(output_path)  # local modes write locally: refuse s3:// now
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not existing.is_dir():
+        raise EstimatorArgumentError(
+            f"output_path {output_path!r} cannot be a folder: {str(existing)!r} is a file; give a folder path "
+            "(it is created if missing)"
+        )
+    return output_path
+
+
+def check_max_run(max_run: Any) -> int:
+    """``max_run``: the job's time limit, seconds (SageMaker's StoppingCondition.MaxRuntimeInSeconds).
+
+    Raises:
+        EstimatorArgumentError: not a positive integer.
+    """
+    if not isinstance(max_run, int) or isinstance(max_run, bool) or max_run < 1:
+        raise EstimatorArgumentError(f"max_run must be a positive number of seconds, got {max_run!r}")
+    return max_run
+
+
+def check_volume_size(volume_size: Any) -> int:
+    """``volume_size``: the job's storage volume, GB (SageMaker's ResourceConfig.VolumeSizeInGB, an
+    integer >= 0; local modes record it in the request only).
+
+    Raises:
+        EstimatorArgumentError: not a whole number of GB.
+    """
+    if not isinstance(volume_size, int) or isinstance(volume_size, bool) or volume_size < 0:
+        raise EstimatorArgumentError(f"volume_size must be a whole number of GB (>= 0), got {volume_size!r}")
+    return volume_size
+
+
+def resolve_cache(config: TrainingCompilerConfig | None, kind: InstanceKind) -> TrainingCompilerConfig | None:
+    """The config with a local ``cache`` folder made absolute against the caller's working folder
+    (the job runs in another folder), and a local cache refused where the job cannot see it.
+
+    Raises:
+        EstimatorArgumentError: a local ``cache`` folder for a SageMaker job or Docker local mode.
+    """
+    if config is None or config.cache is None or looks_like_s3(config.cache):
+        return config
+    if kind is not InstanceKind.LOCAL_PROCESS:
+        where = (
+            "a SageMaker training job runs on other machines"
+            if kind in CLOUD_KINDS
+            else ("Docker local mode mounts only the code and the channels into the container")
+        )
+        raise EstimatorArgumentError(
+            f"compiler_config.cache={config.cache!r} is a local folder, which this job cannot see ({where}); use "
+            "an s3:// URI such as 's3://my-bucket/sagemaker-tc-cache', or instance_type='local_process'"
+        )
+    return config.model_copy(update={"cache": os.path.abspath(os.path.expanduser(config.cache))})
+
+
+def check_checkpoints(checkpoint_s3_uri: Any, checkpoint_local_path: Any, *, cloud: bool) -> None:
+    """SageMaker's checkpoint sync: an ``s3://`` URI, and optionally the container folder synced with it.
+
+    Raises:
+        EstimatorArgumentError: a non-``s3://`` URI, a local path without a URI, or a URI for a local mode.
+    """
+    if checkpoint_s3_uri is not None and not str(checkpoint_s3_uri).startswith("s3://"):
+        raise EstimatorArgumentError(f"checkpoint_s3_uri must be an s3:// URI, got {checkpoint_s3_uri!r}")
+    if checkpoint_s3_uri is not None:
+        check_s3_uri("checkpoint_s3_uri", checkpoint_s3_uri)
+    if checkpoint_local_path is not None and checkpoint_s3_uri is None:
+        raise EstimatorArgumentError("checkpoint_local_path needs checkpoint_s3_uri (the S3 side of the sync)")
+    if checkpoint_s3_uri is not None and not cloud:
+        raise EstimatorArgumentError("checkpoint_s3_uri applies to SageMaker training jobs (ml.* instance types)")
+
+
+def check_role(role: Any) -> str:
+    """The IAM role a SageMaker job runs as, checked at ``fit()`` (local modes need none).
+
+    Raises:
+        EstimatorArgumentError: no role, or not a full role ARN (CreateTrainingJob's RoleArn).
+    """
+    if not role:
+        raise EstimatorArgumentError("role is required for SageMaker training jobs (an IAM role ARN)")
+    if not _ROLE_ARN_RE.match(str(role)):
+        raise EstimatorArgumentError(
+            f"role must be a full IAM role ARN such as 'arn:aws:iam::111122223333:role/SageMakerRole', got {role!r}"
+        )
+    return role

@@ -1,0 +1,21 @@
+"""Under a ``PipelineSession``: ``fit()`` hands its request to a SageMaker Pipelines ``TrainingStep``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sagemaker_tc import _internals
+from sagemaker_tc.sdk.modes.training_job import CloudTarget, upload_and_build
+
+if TYPE_CHECKING:
+    from sagemaker_tc.sdk.estimator import _FrameworkEstimator
+
+
+def hand_over(estimator: _FrameworkEstimator, target: CloudTarget) -> None:
+    """Upload the source (named by its content hash, so rebuilding a definition from the same code
+    gives the same URI) and give the request to the step being built, creating no job.
+
+    ``TrainingStep(step_args=estimator.fit(...))`` reads the request back from ``session.context``.
+    """
+    request = upload_and_build(estimator, target, content_named=True)
+    _internals.hand_request_to_pipeline(target.session, request.to_api_dict())

@@ -1,0 +1,117 @@
+"""``ml.*`` instance types: a SageMaker training job, created through sagemaker-core.
+
+:func:`prepare` does every check and look-up a job and a pipeline step share (channels, role,
+session, region, image, job name, bucket) before anything is uploaded; :func:`start` uploads the
+source and creates the job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sagemaker.core.helper.pipeline_variable import PipelineVariable
+from sagemaker.core.workflow.pipeline_context import PipelineSession
+
+from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.sdk import cloud
+from sagemaker_tc.sdk.arguments import check_role
+from sagemaker_tc.sdk.channels import check_channels
+from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name
+from sagemaker_tc.sdk.source import archive_digest, staged_archive
+
+if TYPE_CHECKING:
+    from sagemaker_tc.sdk.estimator import _FrameworkEstimator
+
+
+@dataclass(frozen=True)
+class CloudTarget:
+    """Where and how a cloud job (or pipeline step) runs, resolved before any upload.
+
+    Attributes:
+        session: the sagemaker-core session (a ``PipelineSession`` when building a pipeline).
+        in_pipeline: building a pipeline definition: no job is created.
+        region: the session's AWS region.
+        image_uri: the training image (``image_uri`` or the stock DLC).
+        job_name: the job's name.
+        bucket: where the source goes (the output path's bucket, else the session's default one).
+        output_path: ``s3://`` prefix of the job's artifacts.
+        channels: channel name -> ``s3://`` URI.
+    """
+
+    session: Any
+    in_pipeline: bool
+    region: str
+    image_uri: str
+    job_name: str
+    bucket: str
+    output_path: str
+    channels: dict[str, str]
+
+
+def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> CloudTarget:
+    """Check and resolve everything a cloud job needs, uploading nothing.
+
+    Raises:
+        ChannelNotFoundError: an input is not an ``s3://`` URI or has a bad name.
+        EstimatorArgumentError: no role or not a role ARN; a bad session; a pipeline-parameter
+            instance type outside a ``PipelineSession``.
+        UnsupportedImageError: no stock DLC image for the versions (without ``image_uri``).
+    """
+    channels = check_channels(inputs, cloud=True)
+    check_role(estimator.role)
+    session = cloud.resolve_session(estimator.sagemaker_session)
+    in_pipeline = isinstance(session, PipelineSession)
+    if isinstance(estimator.instance_type, PipelineVariable) and not in_pipeline:
+        raise EstimatorArgumentError(
+            "instance_type is a pipeline parameter: build the step under a PipelineSession "
+            "(sagemaker_session=PipelineSession()), or pass a plain instance type string"
+        )
+    region = session.boto_region_name
+    image_uri = estimator.image_uri or estimator.training_image_uri(region)
+    job_name = job_name or make_job_name(estimator.base_job_name)
+    # As SDK v2: the output path's bucket, else the session's default bucket (which asks STS for the account).
+    bucket = cloud.bucket_of(estimator.output_path) if estimator.output_path else session.default_bucket()
+    return CloudTarget(
+        session=session,
+        in_pipeline=in_pipeline,
+        region=region,
+        image_uri=image_uri,
+        job_name=job_name,
+        bucket=bucket,
+        output_path=estimator.output_path or f"s3://{bucket}/",
+        channels=channels,
+    )
+
+
+def upload_and_build(estimator: _FrameworkEstimator, target: CloudTarget, *, content_named: bool) -> TrainingJobRequest:
+    """Upload ``sourcedir.tar.gz`` and build the job's request.
+
+    Args:
+        content_named: upload under ``<base_job_name>/code/<sha256 of the archive>`` (pipeline
+            definitions: the same code gives the same URI), else under ``<job name>/source`` (SDK v2's layout).
+    """
+    with staged_archive(estimator.source, inject_launcher=estimator.compiler_enabled) as archive:
+        if content_named:
+            key_prefix = f"{estimator.base_job_name}/code/{archive_digest(archive)}"
+        else:
+            key_prefix = f"{target.job_name}/source"
+        submit_directory = cloud.upload_source(target.session, archive, bucket=target.bucket, key_prefix=key_prefix)
+    return estimator._build_request(
+        target.job_name,
+        target.channels,
+        submit_directory,
+        image_uri=target.image_uri,
+        output_path=target.output_path,
+        region=target.region,
+    )
+
+
+def start(estimator: _FrameworkEstimator, target: CloudTarget) -> cloud.CloudJob:
+    """Upload the source and create the training job; returns its handle (the job runs on).
+
+    Raises:
+        botocore.exceptions.ClientError: S3 or SageMaker refused the upload or the request.
+    """
+    request = upload_and_build(estimator, target, content_named=False)
+    return cloud.create_job(request, target.session)

@@ -1,0 +1,96 @@
+"""Errors where the docs say they are, and ``sagemaker-tc report`` on files that are not reports
+(issue 15): one line each, exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+
+
+# --- sagemaker-tc report on files that are not reports: one line each, exit code 2 --------------------
+def _tar(path, members: dict[str, bytes]):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _report_cases(tmp_path):
+    good = json.dumps({"compiled": True, "steps": 3, "padding": "x" * 20000}).encode()
+    full = _tar(tmp_path / "full.tar.gz", {"compiler/report.json": good, "echo.json": os.urandom(20000)})
+    truncated = tmp_path / "output.tar.gz"
+    truncated.write_bytes(full.read_bytes()[: full.stat().st_size // 2])
+    (tmp_path / "model").mkdir()
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "garbage.bin").write_bytes(b"\x00\xff\xfe not json")
+    (tmp_path / "wrong.json").write_text(json.dumps({"compiled": "yes", "steps": 1}))
+    (tmp_path / "bench.json").write_text(json.dumps({"schema": 1, "results": []}))
+    return {
+        truncated: "is a damaged or truncated archive",
+        "/dev/null": "is not a regular file",
+        _tar(tmp_path / "model" / "model.tar.gz", {"model.safetensors": b"w"}): "is a job's model archive",
+        _tar(tmp_path / "plain.tar.gz", {"echo.json": b"{}"}): "holds no compiler/report.json: the job ran without",
+        tmp_path / "empty.json": "is empty",
+        tmp_path / "garbage.bin": "is not a sagemaker-tc compiler report",
+        tmp_path / "wrong.json": "is not a sagemaker-tc compiler report",
+        tmp_path / "bench.json": "is not a sagemaker-tc compiler report",
+        tmp_path / "missing.json": "does not exist",
+        tmp_path / "model": "no report.json or output.tar.gz in",
+    }
+
+
+def test_report_on_what_is_not_a_report_is_one_line_and_exit_code_2(tmp_path, capsys):
+    from sagemaker_tc.cli import main
+
+    for path, message in _report_cases(tmp_path).items():
+        assert main(["report", str(path)]) == 2, path
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+        assert captured.err.startswith("sagemaker-tc report: ReportNotFoundError: ") and message in captured.err
+    (tmp_path / "report.json").write_text(json.dumps({"compiled": False, "steps": 0}))
+    assert main(["report", str(tmp_path / "report.json")]) == 0
+
+
+# --- every error class is where the docs say: sagemaker_tc.errors, a SagemakerTCError -------------------
+def test_every_error_class_lives_in_sagemaker_tc_errors():
+    import importlib
+    import pkgutil
+    import sys
+    from pathlib import Path
+
+    import sagemaker_tc
+    from sagemaker_tc import errors
+
+    for info in pkgutil.walk_packages(sagemaker_tc.__path__, "sagemaker_tc."):
+        importlib.import_module(info.name)
+    found = {
+        value
+        for name, module in sys.modules.items()
+        if name.startswith("sagemaker_tc")
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Exception)
+        and not issubclass(value, Warning)
+        and value.__module__.startswith("sagemaker_tc")
+    }
+    assert len(found) > 20
+    for cls in found:
+        assert getattr(errors, cls.__name__, None) is cls, (
+            f"{cls.__module__}.{cls.__name__} is not in sagemaker_tc.errors"
+        )
+        assert issubclass(cls, errors.SagemakerTCError), cls
+    from sagemaker_tc.bench import errors as bench_errors
+    from sagemaker_tc.cli import ReportNotFoundError
+
+    assert bench_errors.BenchError is errors.BenchError and ReportNotFoundError is errors.ReportNotFoundError
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "containers" / "entry"))
+    try:
+        image_entry = importlib.import_module("sagemaker_tc_image")
+    finally:
+        sys.path.pop(0)
+    assert image_entry.ImageEntryError is errors.ImageEntryError
