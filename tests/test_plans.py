@@ -32,8 +32,8 @@ def test_a_long_job_tries_the_cheapest_plan_first():
     plan, projections = planner.next_trial(eager, planner.COMPILED_PLANS, CPU, remaining_steps=20_000)
     assert plan == "regional"
     regional = next(p for p in projections if p.plan == "regional")
-    # prior: 6 s + 0.17 s x 13 modules of compile, then 0.55 s / 1.05 per step
-    assert regional.seconds == pytest.approx(6.0 + 0.17 * 13 + 20_000 * 0.55 / 1.05)
+    # prior: 6 s + 0.9 s x 13 modules of compile, then 0.55 s / 1.02 per step
+    assert regional.seconds == pytest.approx(6.0 + 0.9 * 13 + 20_000 * 0.55 / 1.02)
 
 
 def test_after_a_trial_the_next_plan_must_beat_what_was_measured():
@@ -41,7 +41,8 @@ def test_after_a_trial_the_next_plan_must_beat_what_was_measured():
     # GPU, 2,000 steps left: model's prior (10 + 0.06 x 160 s, 0.040 / 2.5 per step) beats 2,000 x 0.036
     plan, _ = planner.next_trial(measured, ["model", "step"], CUDA, remaining_steps=2000)
     assert plan == "model"
-    # ... but with 300 steps left, 19.6 s + 300 x 0.016 > 300 x 0.036: model is not tried; step neither
+    # ... but with 300 steps left, 19.6 s + 300 x 0.016 = 24.4 s > 300 x 0.036 = 10.8 s: model is not tried;
+    # step neither
     plan, projections = planner.next_trial(measured, ["model", "step"], CUDA, remaining_steps=300)
     assert plan is None
     assert projections[0].plan == "regional"
@@ -105,14 +106,16 @@ def test_each_plan_compiles_in_place_and_runs_compiled(plan):
     assert optimizer.param_groups[0].get("fused") in (None, False)  # the optimizer as built
 
 
-def test_a_plan_whose_compile_fails_falls_back_to_eager(tmp_path):
+def test_a_plan_whose_compile_fails_falls_back_to_eager(tmp_path, monkeypatch):
     import torch._inductor.config as inductor_config
 
     import sagemaker_tc
     from sagemaker_tc.compiler.session import current_session
 
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # nothing compiled to reuse
     with inductor_config.patch({"cpp.cxx": (None, str(tmp_path / "no-such-compiler" / "c++"))}):
-        model = small_bert()
+        # A shape no other test compiles: Inductor must build new kernels (kept in memory otherwise).
+        model = tiny_bert(vocab_size=64, hidden_size=24, num_hidden_layers=2, max_position_embeddings=64)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="model", baseline_steps=0))
         with pytest.warns(UserWarning, match="training continues eager"):
@@ -133,6 +136,7 @@ def _schedule_run(compiled: bool, optimizer_class=torch.optim.AdamW, **options):
     from sagemaker_tc.compiler.dynamo import dynamo_stats
     from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 
+    torch.compiler.reset()  # AdamW's step is Adam's: a run of one must not count as the other's recompile
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(50, 16), torch.nn.Linear(16, 4))
     optimizer = optimizer_class(model.parameters(), lr=1e-2, **options)
@@ -163,7 +167,9 @@ def test_compiled_optimizer_follows_an_lr_schedule_without_recompiling(optimizer
     assert eager_compiles == (0, 0)
     assert lrs == eager_lrs  # the learning rates applied are eager's, exactly (float64 tensor, filled in place)
     assert lrs[0] == 0.0 and max(lrs) == pytest.approx(1e-2)  # warm-up from 0: no NaN (pytorch#126514)
-    assert 1 <= graphs + recompiles <= 2  # compiled at most twice over the whole schedule
+    # Compiled at most twice over the whole schedule: once, and for SGD once more when its momentum
+    # buffers appear after the first step; never per learning-rate change.
+    assert 1 <= graphs <= 2 and recompiles <= 1
     for mine, reference in zip(params, eager_params, strict=True):
         torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
     assert isinstance(optimizer.param_groups[0]["lr"], float)  # restored as built

@@ -59,6 +59,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         type=float,
         help="seconds for the whole run: later variants get the time left, then are recorded as skipped",
     )
+    bench.add_argument(
+        "--job-steps",
+        type=int,
+        default=10_000,
+        help="the job length the sagemaker-tc variant's plan='auto' plans for (default 10000)",
+    )
     bench.add_argument("--data", type=Path, help="SST-2 TSV file or folder (default: examples/sst2/data)")
     bench.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     bench.add_argument("--name", default="bench", help="output file stem: NAME.json, NAME.md, NAME.png")
@@ -131,6 +137,7 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
         timeout_s=options.timeout,
         time_budget_s=options.time_budget,
         data=options.data,
+        job_steps=options.job_steps,
     )
     configure_logging()
     command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])

@@ -173,7 +173,8 @@ def _train(prepared: Any, batches: list, spec: WorkerSpec, autocast: Any) -> tup
     try:
         for index in range(decided, decided + spec.steps):
             timer.begin_step()
-            losses.append(step(index).detach())
+            # A copy: under CUDA graphs the loss lives in the graph's memory, which the next step overwrites.
+            losses.append(step(index).detach().clone())
             timer.end_step(spec.batch_size)
         return timer.flush(), losses
     finally:

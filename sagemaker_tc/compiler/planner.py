@@ -50,16 +50,18 @@ class Prior:
     max_speedup: float
 
 
-# Sources: compile seconds from first-step times (CPU: MiniLM-L6 and tiny BERT on this project's 2-core
-# CPU, ARCHITECTURE.md "Compiler facts"; CUDA: BERT-base on one H200,
-# benchmarks/results/gpu-check-h200_202611-cold.json: regional 10.6 s for 1 block graph, whole model
-# 18.7 s); speedups: CPU from benchmarks/results/plans_cpu_202612.json, CUDA from the H200 bench
-# (whole model 2.24x eager) and PyTorch's dashboards (CUDA graphs add 70-100% on small steps).
+# Sources. CPU (this project's 2-core x86 CPU, MiniLM-L6 fine-tuning at 32 x ~40 tokens,
+# benchmarks/results/plan-steps_cpu_202612.json): one compile costs ~18 s for a block graph (13 leaf
+# modules) and ~88 s for the whole model (~90), forward and backward together; steady steps against
+# eager: regional 0.97x, model 1.03x, model with bucketed static shapes 0.84x. CUDA (one H200, BERT-base,
+# benchmarks/results/gpu-check-h200_202611-cold.json): 10.6 s for the block graph, 18.7 s for the whole
+# model; whole-model compile 2.24x eager; CUDA graphs add 70-100% on small steps (PyTorch's dashboards,
+# shared/research/perf.md).
 PRIORS: dict[str, dict[str, Prior]] = {
     "cpu": {
-        "regional": Prior(6.0, 0.17, 1.05),
-        "model": Prior(6.0, 0.17, 1.10),
-        "step": Prior(6.0, 0.17, 1.10),
+        "regional": Prior(6.0, 0.9, 1.02),
+        "model": Prior(6.0, 0.9, 1.05),
+        "step": Prior(6.0, 0.9, 1.10),
     },
     "cuda": {
         "regional": Prior(10.0, 0.06, 1.5),

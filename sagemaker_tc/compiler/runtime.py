@@ -290,6 +290,8 @@ class CompilerRuntime:
                 attached.slots[plan].install()
             whole = plan in attached.slots and attached.slots[plan].modules == [attached.model]
             self._set_pre_hook(attached, enabled=not whole)
+        if self.shapes is not None:  # before the optimizer: CUDA graphs need the static shapes it sets
+            self.shapes.set_padding(plan != planner.EAGER)
         if plan == "step" and self.active != "step":
             for optimizer in list(self._optimizers):
                 self._enter_step_optimizer(optimizer)
@@ -297,8 +299,6 @@ class CompilerRuntime:
             for state in self._optimizer_plans.values():
                 state.restore()
             self._optimizer_plans.clear()
-        if self.shapes is not None:
-            self.shapes.set_padding(plan != planner.EAGER)
         self.active = plan
 
     def _set_pre_hook(self, attached: _Attached, *, enabled: bool) -> None:
