@@ -110,7 +110,7 @@ def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path,
             "eval_batch_size": 16,
             "max_length": 32,
         },
-        compiler_config=TrainingCompilerConfig(),
+        compiler_config=TrainingCompilerConfig(plan="regional"),
         output_path=str(tmp_path / "out"),
         max_run=600,
     )

@@ -1,9 +1,11 @@
 """``sagemaker-tc verify``: does the compiled model train like the eager one?
 
 Two copies of the same model (same weights, dropout off, fp32) train on the same batches with the
-same optimizer for N steps: one eager, one compiled in place by ``sagemaker_tc.compile_model``.
-Every step's loss must agree within a relative tolerance (default 1e-4):
-``|loss_compiled - loss_eager| / |loss_eager| <= rtol``. Dropout is off because eager and
+same optimizer for N steps: one eager, one compiled in place by ``sagemaker_tc.compile_model`` under
+one compile plan (``regional``, ``model`` or ``step``: :func:`verify_plans` runs each). Every step's
+loss must agree within a relative tolerance (default 1e-4):
+``|loss_compiled - loss_eager| / |loss_eager| <= rtol``, and after the last step every parameter
+within an absolute tolerance (default 1e-5). Dropout is off because eager and
 Inductor draw different random numbers (``shared/design/ARCHITECTURE.md``, compiler facts).
 
 Three entry points: :func:`verify_training` (any model and batches), :func:`verify_suite_model`
@@ -13,13 +15,14 @@ Imports torch lazily.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import importlib.util
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +39,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 20
 DEFAULT_RTOL = 1e-4
+DEFAULT_PARAM_ATOL = 1e-5
 DEFAULT_LR = 1e-4
+PLANS = ("regional", "model", "step")
 LossFn = Callable[[Any, Any], Any]
 """``loss_fn(model, batch) -> scalar tensor``: runs the forward pass and returns the loss."""
 
@@ -62,6 +67,9 @@ class VerifyResult:
         eager_seconds: wall time of the eager side's steps, s.
         compiled_seconds: wall time of the compiled side's steps including compilation, s.
         config: the ``TrainingCompilerConfig`` used, as a dict.
+        plan: the compile plan the compiled side ran.
+        max_param_diff: the largest absolute difference of a parameter after the last step.
+        param_atol: the accepted ``max_param_diff``.
     """
 
     name: str
@@ -79,6 +87,9 @@ class VerifyResult:
     eager_seconds: float
     compiled_seconds: float
     config: dict[str, Any] = field(default_factory=dict)
+    plan: str | None = None
+    max_param_diff: float = 0.0
+    param_atol: float = DEFAULT_PARAM_ATOL
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -139,7 +150,7 @@ def _check_deterministic(model: torch.nn.Module, batch: Any, loss_fn: LossFn, rt
 def verify_config(**fields: Any) -> TrainingCompilerConfig:
     """The compile config verify uses by default: ``TrainingCompilerConfig(**fields)`` compiling from
     the first step, with ``policy="strict"`` (a compiler failure must fail the check, not fall back
-    to eager and pass trivially).
+    to eager and pass trivially) and ``plan="regional"`` unless ``fields`` name the plan.
 
     Raises:
         ConfigError: a field or value the installed config does not accept.
@@ -147,6 +158,8 @@ def verify_config(**fields: Any) -> TrainingCompilerConfig:
     from sagemaker_tc.bench.variants import sagemaker_tc_config
 
     fields.setdefault("policy", "strict")
+    if "regional" not in fields:
+        fields.setdefault("plan", "regional")  # verify compares one plan; plan="auto" could keep eager
     return sagemaker_tc_config(**fields)
 
 
@@ -162,8 +175,10 @@ def verify_training(
     config: TrainingCompilerConfig | None = None,
     name: str = "model",
     raise_on_mismatch: bool = True,
+    param_atol: float = DEFAULT_PARAM_ATOL,
 ) -> VerifyResult:
-    """Train an eager copy and a compiled copy of ``model`` and compare their per-step losses.
+    """Train an eager copy and a compiled copy of ``model``; compare their per-step losses and their
+    parameters after the last step.
 
     ``model`` itself is left untouched: both sides are ``copy.deepcopy`` copies, put in training
     mode with every dropout module's ``p`` set to 0; the compiled copy goes through
@@ -182,6 +197,7 @@ def verify_training(
         config: the compile config (default :func:`verify_config`: Inductor, regional, from the first step).
         name: what to call the model in messages and the result.
         raise_on_mismatch: raise on a mismatch (True) or just return the failed result.
+        param_atol: largest accepted absolute difference of any parameter after the last step.
 
     Returns:
         A :class:`VerifyResult`.
@@ -189,12 +205,11 @@ def verify_training(
     Raises:
         BenchError: ``steps`` < 1, ``rtol`` < 0, no batches, or no loss in the model's output.
         ModelNotDeterministicError: the eager model is not deterministic in train mode.
-        NumericalMismatchError: some step's losses differ by more than ``rtol`` (its ``result``
-            holds both curves).
+        NumericalMismatchError: some step's losses differ by more than ``rtol``, or a parameter by
+            more than ``param_atol`` (its ``result`` holds both curves).
     """
     import torch
 
-    from sagemaker_tc import compile_model
     from sagemaker_tc.bench.variants import compiled_regions
     from sagemaker_tc.compiler.dynamo import dynamo_stats
 
@@ -216,10 +231,15 @@ def verify_training(
 
     torch.manual_seed(seed)
     eager_losses, eager_seconds = train_losses(eager, batches, steps=steps, lr=lr, loss_fn=loss_fn)
-    compile_model(compiled, config=config)
     graphs_before = dynamo_stats().graphs
-    torch.manual_seed(seed)
-    compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
+    with _compiled(compiled, config) as regions:
+        torch.manual_seed(seed)
+        compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
+        regions.append(compiled_regions(compiled))
+    param_diff = max(
+        float((a.detach() - b.detach()).abs().max())
+        for a, b in zip(compiled.parameters(), eager.parameters(), strict=True)
+    )
 
     diffs = [_relative(c, e) for c, e in zip(compiled_losses, eager_losses, strict=True)]
     worst = max(range(steps), key=diffs.__getitem__)
@@ -232,24 +252,65 @@ def verify_training(
         rel_diffs=diffs,
         max_rel_diff=diffs[worst],
         worst_step=worst,
-        passed=diffs[worst] <= rtol,
-        compiled_regions=compiled_regions(compiled),
+        passed=diffs[worst] <= rtol and param_diff <= param_atol,
+        compiled_regions=regions[0],
         new_graphs=dynamo_stats().graphs - graphs_before,
         dropout_modules_zeroed=zeroed,
         eager_seconds=eager_seconds,
         compiled_seconds=compiled_seconds,
         config=config.model_dump(),
+        plan=config.resolved_plan,
+        max_param_diff=param_diff,
+        param_atol=param_atol,
     )
     if result.compiled_regions == 0 and config.compiles:
         logger.warning("verify %s: compile_model compiled nothing, so the comparison proves nothing", name)
     logger.info("verify %s: max relative loss difference %.3g (step %d), rtol %.3g", name, diffs[worst], worst, rtol)
     if not result.passed and raise_on_mismatch:
+        if diffs[worst] > rtol:
+            raise NumericalMismatchError(
+                f"{name}: compiled and eager training disagree at step {worst}: loss {compiled_losses[worst]!r} "
+                f"(compiled) vs {eager_losses[worst]!r} (eager), relative difference {diffs[worst]:.3g} > rtol "
+                f"{rtol:g}",
+                result,
+            )
         raise NumericalMismatchError(
-            f"{name}: compiled and eager training disagree at step {worst}: loss {compiled_losses[worst]!r} "
-            f"(compiled) vs {eager_losses[worst]!r} (eager), relative difference {diffs[worst]:.3g} > rtol {rtol:g}",
+            f"{name}: after {steps} steps a parameter differs by {param_diff:.3g} between compiled and eager "
+            f"training (> param_atol {param_atol:g}), though every loss agreed",
             result,
         )
     return result
+
+
+@contextlib.contextmanager
+def _compiled(model: torch.nn.Module, config: TrainingCompilerConfig) -> Iterator[list[int]]:
+    """``compile_model(model, config)`` in a compiler session of its own (one plan per session; the
+    process's own session, when one is open, is used as it is), closed after the block."""
+    from sagemaker_tc import compile_model
+    from sagemaker_tc.compiler.session import CompilerSession, current_session
+
+    own = CompilerSession(config).open() if current_session() is None else None
+    try:
+        compile_model(model, config=config)
+        yield []
+    finally:
+        if own is not None:
+            own.close()
+
+
+def verify_plans(model: torch.nn.Module, batches: Sequence[Any], plans: Sequence[str] = PLANS, **kwargs: Any):
+    """:func:`verify_training` once per compile plan (``plans``; default all three), each with
+    :func:`verify_config`'s other settings; returns the results in order.
+
+    Raises:
+        NumericalMismatchError: a plan's losses or parameters disagree (the first that does).
+    """
+    config = kwargs.pop("config", None)
+    fields = config.model_dump() if config is not None else {}
+    fields.pop("regional", None)
+    return [
+        verify_training(model, batches, config=verify_config(**{**fields, "plan": plan}), **kwargs) for plan in plans
+    ]
 
 
 def verify_suite_model(
