@@ -60,8 +60,9 @@ def run_job(variant: str, work: Path, cache: Path) -> dict:
         base_job_name=f"e2e-{variant}",
     )
     started = time.perf_counter()
-    estimator.fit({"train": str(EXAMPLE / "data" / "train"), "validation": str(EXAMPLE / "data" / "validation")},
-                  logs=False)
+    estimator.fit(
+        {"train": str(EXAMPLE / "data" / "train"), "validation": str(EXAMPLE / "data" / "validation")}, logs=False
+    )
     seconds = time.perf_counter() - started
     output = Path(estimator.latest_training_job.output_artifacts.removeprefix("file://"))
     with tarfile.open(output) as tar:
@@ -69,8 +70,18 @@ def run_job(variant: str, work: Path, cache: Path) -> dict:
         report = json.load(tar.extractfile("compiler/report.json")) if config is not None else None
     row = {"variant": variant, "fit_seconds": seconds, "accuracy": accuracy}
     if report is not None:
-        keys = ("compiled", "plan", "plan_decision", "trials", "compile_seconds", "steady_step_seconds",
-                "eager_step_seconds", "cache", "shapes", "steps")
+        keys = (
+            "compiled",
+            "plan",
+            "plan_decision",
+            "trials",
+            "compile_seconds",
+            "steady_step_seconds",
+            "eager_step_seconds",
+            "cache",
+            "shapes",
+            "steps",
+        )
         row["report"] = {key: report.get(key) for key in keys}
     return row
 
@@ -89,8 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         for variant in args.variants:
             row = run_job(variant, work, cache)
             rows.append(row)
-            print(f"round {index + 1} {variant:>20}: fit {row['fit_seconds']:7.1f} s, accuracy {row['accuracy']:.4f}",
-                  flush=True)
+            print(
+                f"round {index + 1} {variant:>20}: fit {row['fit_seconds']:7.1f} s, accuracy {row['accuracy']:.4f}",
+                flush=True,
+            )
         eager = next((r["fit_seconds"] for r in rows if r["variant"] == "eager"), None)
         for row in rows:
             row["ratio_to_eager"] = eager / row["fit_seconds"] if eager else None
@@ -104,13 +117,19 @@ def main(argv: list[str] | None = None) -> int:
             "ratio_to_eager": ratios,
             "median_ratio": statistics.median(ratios) if all(ratios) else None,
         }
-        print(f"{variant:>20}: fit {statistics.median(seconds):7.1f} s (median of {len(seconds)}), "
-              f"ratio to eager {summary[variant]['median_ratio']:.3f}")
+        print(
+            f"{variant:>20}: fit {statistics.median(seconds):7.1f} s (median of {len(seconds)}), "
+            f"ratio to eager {summary[variant]['median_ratio']:.3f}"
+        )
     document = {
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                    "load_avg_1m_end": os.getloadavg()[0]},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "load_avg_1m_end": os.getloadavg()[0],
+        },
         "hyperparameters": HYPERPARAMETERS,
         "rounds": rounds,
         "summary": summary,

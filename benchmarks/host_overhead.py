@@ -40,8 +40,16 @@ def build():
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
-    config = BertConfig(hidden_size=64, num_hidden_layers=12, num_attention_heads=4, intermediate_size=256,
-                        vocab_size=1024, max_position_embeddings=128, num_labels=2, attn_implementation="sdpa")
+    config = BertConfig(
+        hidden_size=64,
+        num_hidden_layers=12,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=1024,
+        max_position_embeddings=128,
+        num_labels=2,
+        attn_implementation="sdpa",
+    )
     model = BertForSequenceClassification(config)
     ids = torch.randint(1, 1024, (2, 16), generator=torch.Generator().manual_seed(0))
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.tensor([0, 1])}
@@ -76,8 +84,13 @@ def run_variant(variant: str) -> dict:
         times.append(time.perf_counter() - started)
     ops, graphs = _profile(step)
     syncs = _syncs(step)
-    return {"variant": variant, "step_ms": statistics.median(times) * 1000, "aten_ops_per_step": ops,
-            "compiled_graph_calls_per_step": graphs, "host_syncs_per_step": syncs}
+    return {
+        "variant": variant,
+        "step_ms": statistics.median(times) * 1000,
+        "aten_ops_per_step": ops,
+        "compiled_graph_calls_per_step": graphs,
+        "host_syncs_per_step": syncs,
+    }
 
 
 def _profile(step) -> tuple[int, int]:
@@ -86,7 +99,9 @@ def _profile(step) -> tuple[int, int]:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         step()
     names = Counter(event.name for event in prof.events())
-    graphs = sum(count for name, count in names.items() if name.startswith(("CompiledFunction", "Torch-Compiled Region")))
+    graphs = sum(
+        count for name, count in names.items() if name.startswith(("CompiledFunction", "Torch-Compiled Region"))
+    )
     top_level = [e for e in prof.events() if e.name.startswith("aten::") and e.cpu_parent is None]
     return len(top_level), graphs
 
@@ -122,15 +137,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     for variant in VARIANTS:
-        out = subprocess.run([sys.executable, __file__, "--variant", variant], capture_output=True, text=True,
-                             check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--variant", variant], capture_output=True, text=True, check=True
+        ).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
         row = rows[-1]
-        print(f"{variant:>14}: {row['step_ms']:7.2f} ms/step, {row['aten_ops_per_step']:4d} aten ops, "
-              f"{row['compiled_graph_calls_per_step']:3d} compiled-graph calls, syncs {row['host_syncs_per_step']}",
-              flush=True)
-    document = {"command": "benchmarks/host_overhead.py", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "model": "BERT structure, 12 layers, hidden 64, batch 2 x 16, CPU", "rows": rows}
+        print(
+            f"{variant:>14}: {row['step_ms']:7.2f} ms/step, {row['aten_ops_per_step']:4d} aten ops, "
+            f"{row['compiled_graph_calls_per_step']:3d} compiled-graph calls, syncs {row['host_syncs_per_step']}",
+            flush=True,
+        )
+    document = {
+        "command": "benchmarks/host_overhead.py",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "model": "BERT structure, 12 layers, hidden 64, batch 2 x 16, CPU",
+        "rows": rows,
+    }
     if args.out:
         args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.out}")

@@ -268,9 +268,17 @@ class TrainingCompilerConfig(BaseModel):
     def __bool__(self) -> bool:
         return self.enabled
 
+    @model_validator(mode="before")
+    @classmethod
+    def _plan_from_regional(cls, data: Any) -> Any:
+        """``regional`` alone (the older switch) sets ``plan``, so the two always agree on the wire."""
+        if isinstance(data, dict) and isinstance(data.get("regional"), bool) and "plan" not in data:
+            data = {**data, "plan": "regional" if data["regional"] else "model"}
+        return data
+
     @model_validator(mode="after")
     def _check_plan_and_regional(self) -> TrainingCompilerConfig:
-        if self.regional is not None and "plan" in self.model_fields_set and self.plan != self.resolved_plan:
+        if self.regional is not None and self.plan != self.resolved_plan:
             raise ValueError(
                 f"plan={self.plan!r} and regional={self.regional} disagree: regional=True is plan='regional', "
                 "regional=False is plan='model'; give one of them"

@@ -67,8 +67,9 @@ def test_fallback_schedule_runs_eager_baseline_then_compiled():
 
 
 def test_auto_plan_tries_plans_cheapest_first_and_keeps_the_lowest_projection():
-    """plan="auto" on a long job (10,000 steps): eager measured, regional tried and kept trying the
-    next plans while their estimates beat what was measured; the fastest measured plan is kept."""
+    """plan="auto" on a long job (10,000 steps, this CPU's priors): eager measured; regional, model and
+    step each tried because its best plausible step (eager / the prior's largest speedup) still beat
+    the best measured one; the lowest projection is kept, and its optimizer switch with it."""
     model = small_bert()
     optimizer = torch.optim.AdamW(model.parameters(), foreach=True)
     runtime = runtime_with_timer()
@@ -78,19 +79,20 @@ def test_auto_plan_tries_plans_cheapest_first_and_keeps_the_lowest_projection():
     timeline = {
         "steps": 5 + 6 * 3 + 4,
         "eager": [(0.9, False)] + [(1.0, False)] * 4,
-        "regional": [(12.0, True), (0.9, True)] + [(0.8, False)] * 4,
-        "model": [(30.0, True)] + [(0.6, False)] * 5,
-        "step": [(25.0, True)] + [(0.7, False)] * 5,
+        "regional": [(12.0, True), (1.2, True)] + [(0.99, False)] * 4,  # < 1 / 1.05: model may still win
+        "model": [(30.0, True)] + [(0.95, False)] * 5,  # > 1 / 1.10: step may still win
+        "step": [(25.0, True)] + [(0.7, False)] * 9,
     }
-    timeline["model"] += [(0.6, False)] * 10
     seen = drive(runtime, timeline)
     assert seen[:5] == ["eager"] * 5 and seen[5:11] == ["regional"] * 6
-    assert seen[11:17] == ["model"] * 6 and seen[17:23] == ["step"] * 6 and set(seen[23:]) == {"model"}
+    assert seen[11:17] == ["model"] * 6 and seen[17:23] == ["step"] * 6 and set(seen[23:]) == {"step"}
     trials = {t["plan"]: t for t in runtime.trials()}
-    assert trials["eager"]["steady_step_seconds"] == 1.0 and trials["model"]["steady_step_seconds"] == 0.6
-    assert trials["regional"]["compile_seconds"] == pytest.approx((12.0 - 0.8) + (0.9 - 0.8))
-    assert runtime.final_label() == "model" and runtime.decision["chosen"] == "model"
+    assert trials["eager"]["steady_step_seconds"] == 1.0 and trials["step"]["steady_step_seconds"] == 0.7
+    assert trials["regional"]["compile_seconds"] == pytest.approx((12.0 - 0.99) + (1.2 - 0.99))
+    assert runtime.final_label() == "step" and runtime.decision["chosen"] == "step"
     assert runtime.decision["remaining_steps"] == 10_000 - 23
+    assert optimizer.param_groups[0]["fused"] is True  # the step plan's update: the fused kernel on CPU
+    runtime.detach()
     assert optimizer.param_groups[0]["fused"] is None and optimizer.param_groups[0]["foreach"] is True  # as built
 
 

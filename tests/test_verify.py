@@ -109,19 +109,37 @@ def test_suite_model_trains_the_same_compiled(name):
     assert result.passed
     assert result.steps == 20 and len(result.eager_losses) == len(result.compiled_losses) == 20
     assert result.max_rel_diff <= 1e-4
-    assert result.max_rel_diff == max(result.rel_diffs)
+    assert result.max_rel_diff == max(result.rel_diffs) and result.max_param_diff <= 1e-5
     assert result.compiled_regions >= 2  # each tiny model's 2 transformer blocks (t5: 2 + 2)
     assert all(math.isfinite(loss) for loss in result.eager_losses + result.compiled_losses)
     # It really trained: the loss moves across steps (different batches, AdamW updates).
     assert len(set(result.eager_losses)) > 1
 
 
+@pytest.mark.parametrize("plan", ["model", "step"])
+@pytest.mark.parametrize("name", ["bert-base-uncased", "gpt2", "t5-base"])
+def test_each_plan_trains_like_eager(name, plan):
+    """The whole-model and whole-step plans: 20 AdamW steps, fp32, dropout off, per-step losses within
+    1e-4 relative of eager and every parameter within 1e-5 after the last step (the regional plan:
+    test_suite_model_trains_the_same_compiled)."""
+    from sagemaker_tc.bench.verify import verify_config, verify_suite_model
+
+    result = verify_suite_model(name, "tiny", batch_size=2, seq_len=16, steps=20, config=verify_config(plan=plan))
+
+    assert result.passed and result.plan == plan
+    assert result.max_rel_diff <= 1e-4 and result.max_param_diff <= 1e-5
+    assert result.compiled_regions == 1 and result.new_graphs >= 1  # the whole model, really compiled
+    assert len(set(result.eager_losses)) > 1
+
+
 def test_cli_verify_suite_model_prints_losses_and_writes_json(tmp_path, capsys):
-    """`sagemaker-tc verify --model gpt2` prints each step's losses and PASS, exits 0, writes JSON."""
+    """`sagemaker-tc verify --model gpt2 --plan regional` prints each step's losses and PASS, exits 0,
+    writes JSON."""
     out = tmp_path / "verify.json"
 
     code = main(
         ["verify", "--model", "gpt2", "--size", "tiny", "--seq-len", "16", "--batch-size", "2", "--json", str(out)]
+        + ["--plan", "regional"]
     )
 
     printed = capsys.readouterr().out
@@ -130,7 +148,8 @@ def test_cli_verify_suite_model_prints_losses_and_writes_json(tmp_path, capsys):
     assert printed.count("\n") >= 20 + 3
     data = json.loads(out.read_text())
     assert data["passed"] is True and data["steps"] == 20 and len(data["compiled_losses"]) == 20
-    assert data["config"]["backend"] == "inductor" and data["config"]["regional"] is True
+    assert data["config"]["backend"] == "inductor" and data["config"]["plan"] == "regional"
+    assert data["plan"] == "regional" and data["max_param_diff"] <= data["param_atol"]
 
 
 def test_user_script_with_loss_fn_passes_and_leaves_model_untouched(script):

@@ -6,7 +6,7 @@
 
 - an explicit ``plan``: ``baseline_steps`` eager steps (the eager step for ``break_even_steps``),
   then the plan for the rest of the job;
-- ``plan="auto"``: eager steps first (at least 3), then, cheapest compile first, each plan whose
+- ``plan="auto"``: eager steps first (at least 5), then, cheapest compile first, each plan whose
   estimate can still beat the best projection (:mod:`.planner`), for a trial of
   :data:`TRIAL_STEPS` real training steps; then the option with the lowest projected time for the
   rest of the job, eager included, for good. Phase lengths are step counts and decisions are rank
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
-EAGER_TRIAL_STEPS = 3
-"""Eager steps ``auto`` measures first: the first is warm-up, the rest are measured."""
+EAGER_TRIAL_STEPS = 5
+"""Eager steps ``auto`` measures first: the first is warm-up, the median of the rest is the eager step."""
 TRIAL_STEPS = 6
 """Steps of a compiled trial: the first compiles, later ones may compile a new bucket; the steady
 step is the median of those that compiled nothing."""
