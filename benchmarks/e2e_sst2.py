@@ -24,6 +24,7 @@ Usage: ``.venv/bin/python benchmarks/e2e_sst2.py [--rounds 1] [--out benchmarks/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -59,15 +60,16 @@ def run_job(variant: str, work: Path, cache: Path) -> dict:
         output_path=str(work / "jobs"),
         base_job_name=f"e2e-{variant}",
     )
-    started = time.perf_counter()
-    estimator.fit(
-        {"train": str(EXAMPLE / "data" / "train"), "validation": str(EXAMPLE / "data" / "validation")}, logs=False
-    )
-    seconds = time.perf_counter() - started
+    log = work / f"{variant}-{inductor.name}.log"  # each job's own log, for reading the decision afterwards
+    with open(log, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+        started = time.perf_counter()
+        estimator.fit({"train": str(EXAMPLE / "data" / "train"), "validation": str(EXAMPLE / "data" / "validation")})
+        seconds = time.perf_counter() - started
     output = Path(estimator.latest_training_job.output_artifacts.removeprefix("file://"))
     with tarfile.open(output) as tar:
         accuracy = json.load(tar.extractfile("eval_results.json"))["eval_accuracy"]
         report = json.load(tar.extractfile("compiler/report.json")) if config is not None else None
+    print(f"  {variant}: job log {log}", file=sys.stderr)
     row = {"variant": variant, "fit_seconds": seconds, "accuracy": accuracy}
     if report is not None:
         keys = (

@@ -136,3 +136,13 @@ def build_slots(
         slots.modules.append(module)
         slots.calls.append(GuardedCall(module, dynamic, static, static_shapes, on_failure, before))
     return slots
+
+
+def describe(config_plan: str, regional: bool, block_class: str | None, num_regions: int) -> str:
+    """One phrase for the log: what the configured plan compiles (``auto``: what it may try)."""
+    blocks = f"{num_regions} {block_class} blocks" if regional else "the whole model"
+    if config_plan == "auto":
+        return f"plan auto (eager steps first, then regional on {blocks}, model, step, as far as they can pay off)"
+    if config_plan == "regional":
+        return f"plan regional ({blocks})"
+    return f"plan {config_plan} (the whole model{' and the optimizer update' if config_plan == 'step' else ''})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc.compiler.plans import describe
 from sagemaker_tc.compiler.session import CompilerSession, session_for
 from sagemaker_tc.config import TrainingCompilerConfig
 
@@ -119,12 +120,10 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     plan = session.attach(model, config)
     if config.compiles:
         logger.info(
-            "Compiling %s with %s, plan %s (%s, %d region(s)); policy %s",
+            "Compiler for %s with %s: %s; policy %s",
             type(model).__name__,
             config.backend,
-            config.resolved_plan,
-            f"regional: {plan.block_class}" if plan.regional else "whole model",
-            plan.num_regions,
+            describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
             config.policy,
         )
     else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sagemaker_tc.compiler.plans import describe
 from sagemaker_tc.compiler.session import CompilerSession
 
 logger = logging.getLogger(__name__)
@@ -45,11 +46,10 @@ def prepare_training(session: CompilerSession, model, optimizer, args, state, to
     session.runtime.forwards_per_step = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
     plan = session.attach(model)
     logger.info(
-        "Compiling %s in place, plan %s (%s, %d region(s)); policy %s",
+        "Compiler for %s with %s: %s; policy %s",
         type(model).__name__,
-        config.resolved_plan,
-        f"regional: {plan.block_class}" if plan.regional else "whole model",
-        plan.num_regions,
+        config.backend,
+        describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
         config.policy,
     )
 
