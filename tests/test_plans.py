@@ -264,3 +264,50 @@ def test_the_cuda_timer_reads_events_without_waiting_until_flushed():
     finally:
         steps._record_event = original
     assert [r.seconds for r in records] == [0.25] * 4 and all(r.samples == 8 for r in records)
+
+
+# -- the shape policy and the plan history ---------------------------------------------------------------
+def test_bucket_lengths_are_learned_from_the_lengths_the_eager_steps_saw():
+    from collections import Counter
+
+    from sagemaker_tc.compiler.shape_policy import learned_granularity, rounded_up
+
+    assert learned_granularity(Counter()) == 8
+    assert learned_granularity(Counter({29: 1, 38: 2, 45: 1})) == 8  # spread 17 -> 5 -> 8
+    assert learned_granularity(Counter({20: 3, 130: 1})) == 32  # spread 111 -> 28 -> 32
+    assert [rounded_up(n, 8, 64) for n in (1, 8, 9, 60, 64, 70)] == [8, 8, 16, 64, 64, 70]  # never shortens
+
+
+def test_the_shape_policy_pads_only_while_a_compiled_plan_runs():
+    from sagemaker_tc.compiler.shape_policy import ShapePolicy
+    from sagemaker_tc.compiler.shapes import BucketStats
+
+    stats = BucketStats()
+    policy = ShapePolicy("auto", small_bert(), stats)
+    eager = policy.apply(batch(12))
+    assert eager["input_ids"].shape == (4, 12) and policy.seen == {12: 1}  # eager: seen, never padded
+    policy.apply(batch(27))
+    policy.set_padding(True)
+    padded = policy.apply(batch(12))
+    assert policy.granularity == 8 and padded["input_ids"].shape == (4, 16)
+    assert padded["labels"].tolist() == [0, 1, 0, 1]  # per-sample labels are not a sequence: untouched
+    assert (padded["attention_mask"][:, 12:] == 0).all() and (padded["input_ids"][:, 12:] == 0).all()
+    summary = stats.summary()
+    assert summary["batches_per_length"] == {"16": 1} and summary["padded_token_share"] == 4 / 16
+    policy.set_padding(False)
+    assert policy.apply(batch(12))["input_ids"].shape == (4, 12)
+
+
+def test_plan_history_round_trips_and_merges_per_workload(tmp_path):
+    from sagemaker_tc.compiler import history
+
+    key = history.WorkloadKey("BertForSequenceClassification", 22_700_000, "cpu", 1, 32)
+    other = history.WorkloadKey("BertForSequenceClassification", 22_700_000, "cpu", 1, 64)
+    assert history.read(tmp_path, key) == {}
+    history.write(tmp_path, key, {"chosen": "eager", "plans": {"regional": {"compile_seconds": 18.0}}})
+    history.write(tmp_path, key, {"chosen": "model", "plans": {"model": {"compile_seconds": 88.0}}})
+    entry = history.read(tmp_path, key)
+    assert entry["chosen"] == "model" and set(entry["plans"]) == {"regional", "model"}  # earlier plans kept
+    assert history.read(tmp_path, other) == {}
+    (tmp_path / history.FILENAME).write_text("not json")
+    assert history.read(tmp_path, key) == {}  # a damaged file is ignored, never an error

@@ -156,7 +156,8 @@ def test_user_script_with_loss_fn_passes_and_leaves_model_untouched(script):
     """--script PATH:FUNCTION returning (model, batch, loss_fn) verifies; the user's model is not trained."""
     import torch
 
-    from sagemaker_tc.bench.verify import load_script, verify_training
+    from sagemaker_tc.bench.verify import verify_training
+    from sagemaker_tc.bench.verify_script import load_script
 
     model, batches, loss_fn = load_script(f"{script}:build_ok")
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -169,7 +170,7 @@ def test_user_script_with_loss_fn_passes_and_leaves_model_untouched(script):
 
 def test_diverging_compiled_model_fails_with_named_error(script, capsys):
     """A model whose compiled graph computes differently fails: NumericalMismatchError, exit 1, losses printed."""
-    from sagemaker_tc.bench.verify import verify_script
+    from sagemaker_tc.bench.verify_script import verify_script
 
     with pytest.raises(NumericalMismatchError) as caught:
         verify_script(f"{script}:build_diverging", steps=20)
@@ -188,7 +189,7 @@ def test_diverging_compiled_model_fails_with_named_error(script, capsys):
 def test_randomness_verify_cannot_remove_is_refused(script):
     """Functional dropout (not an nn.Dropout module) makes eager non-deterministic: a named error, no compile."""
     from sagemaker_tc.bench.errors import ModelNotDeterministicError
-    from sagemaker_tc.bench.verify import verify_script
+    from sagemaker_tc.bench.verify_script import verify_script
 
     with pytest.raises(ModelNotDeterministicError, match="two eager forward passes"):
         verify_script(f"{script}:build_noisy")
@@ -206,7 +207,7 @@ def test_randomness_verify_cannot_remove_is_refused(script):
 )
 def test_bad_script_targets_raise_script_load_error(script, target, message):
     """Bad --script targets raise ScriptLoadError saying what is accepted."""
-    from sagemaker_tc.bench.verify import load_script
+    from sagemaker_tc.bench.verify_script import load_script
 
     with pytest.raises(ScriptLoadError) as caught:
         load_script(target.format(script=script))

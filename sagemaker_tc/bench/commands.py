@@ -28,6 +28,11 @@ def split_names(values: list[str] | None) -> list[str] | None:
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Register ``bench`` and ``verify`` on the ``sagemaker-tc`` command's subparsers."""
+    _add_bench_parser(commands)
+    _add_verify_parser(commands)
+
+
+def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser(
         "bench",
         help="eager vs eager-tuned vs sagemaker-tc vs HF torch_compile, side by side",
@@ -69,6 +74,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     bench.add_argument("--name", default="bench", help="output file stem: NAME.json, NAME.md, NAME.png")
 
+
+def _add_verify_parser(commands: argparse._SubParsersAction) -> None:
     verify = commands.add_parser(
         "verify",
         help="check that compiled training matches eager (per-step losses, fp32, dropout off)",
@@ -187,7 +194,8 @@ def run_verify_command(options: argparse.Namespace, stream: IO[str] | None = Non
         NumericalMismatchError: a step disagrees (after the losses are printed).
         BenchError: bad options or script.
     """
-    from sagemaker_tc.bench.verify import PLANS, verify_config, verify_script, verify_suite_model
+    from sagemaker_tc.bench.verify import PLANS, verify_config, verify_suite_model
+    from sagemaker_tc.bench.verify_script import verify_script
 
     plans = ["model"] if options.whole_model else (list(PLANS) if options.plan == "all" else [options.plan])
     out = stream or sys.stdout

@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
-import importlib.util
 import logging
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError, ScriptLoadError
+from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError
 from sagemaker_tc.compiler.loss import compute_loss
 
 if TYPE_CHECKING:
@@ -213,22 +210,10 @@ def verify_training(
     from sagemaker_tc.bench.variants import compiled_regions
     from sagemaker_tc.compiler.dynamo import dynamo_stats
 
-    if steps < 1:
-        raise BenchError(f"steps must be >= 1 (got {steps})")
-    if rtol < 0:
-        raise BenchError(f"rtol must be >= 0 (got {rtol})")
-    if not batches:
-        raise BenchError("verify needs at least one batch")
+    _check_arguments(steps, rtol, batches)
     loss_fn = loss_fn or compute_loss
     config = config or verify_config()
-    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
-    zeroed = 0
-    for side in (eager, compiled):
-        side.train()
-        zeroed = disable_dropout(side)
-    _check_deterministic(eager, batches[0], loss_fn, rtol)
-    eager.load_state_dict(compiled.state_dict())  # undo any buffer update (e.g. BatchNorm) of the check
-
+    eager, compiled, zeroed = _two_sides(model, batches[0], loss_fn, rtol)
     torch.manual_seed(seed)
     eager_losses, eager_seconds = train_losses(eager, batches, steps=steps, lr=lr, loss_fn=loss_fn)
     graphs_before = dynamo_stats().graphs
@@ -236,11 +221,8 @@ def verify_training(
         torch.manual_seed(seed)
         compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
         regions.append(compiled_regions(compiled))
-    param_diff = max(
-        float((a.detach() - b.detach()).abs().max())
-        for a, b in zip(compiled.parameters(), eager.parameters(), strict=True)
-    )
-
+    pairs = zip(compiled.parameters(), eager.parameters(), strict=True)
+    param_diff = max(float((a.detach() - b.detach()).abs().max()) for a, b in pairs)
     diffs = [_relative(c, e) for c, e in zip(compiled_losses, eager_losses, strict=True)]
     worst = max(range(steps), key=diffs.__getitem__)
     result = VerifyResult(
@@ -267,19 +249,47 @@ def verify_training(
         logger.warning("verify %s: compile_model compiled nothing, so the comparison proves nothing", name)
     logger.info("verify %s: max relative loss difference %.3g (step %d), rtol %.3g", name, diffs[worst], worst, rtol)
     if not result.passed and raise_on_mismatch:
-        if diffs[worst] > rtol:
-            raise NumericalMismatchError(
-                f"{name}: compiled and eager training disagree at step {worst}: loss {compiled_losses[worst]!r} "
-                f"(compiled) vs {eager_losses[worst]!r} (eager), relative difference {diffs[worst]:.3g} > rtol "
-                f"{rtol:g}",
-                result,
-            )
-        raise NumericalMismatchError(
-            f"{name}: after {steps} steps a parameter differs by {param_diff:.3g} between compiled and eager "
-            f"training (> param_atol {param_atol:g}), though every loss agreed",
+        raise _mismatch(result)
+    return result
+
+
+def _check_arguments(steps: int, rtol: float, batches: Sequence[Any]) -> None:
+    if steps < 1:
+        raise BenchError(f"steps must be >= 1 (got {steps})")
+    if rtol < 0:
+        raise BenchError(f"rtol must be >= 0 (got {rtol})")
+    if not batches:
+        raise BenchError("verify needs at least one batch")
+
+
+def _two_sides(model: Any, batch: Any, loss_fn: LossFn, rtol: float) -> tuple[Any, Any, int]:
+    """Two copies of ``model`` in training mode with dropout off, the same weights, checked to be
+    deterministic; returns ``(eager, compiled, dropout modules zeroed per copy)``."""
+    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
+    zeroed = 0
+    for side in (eager, compiled):
+        side.train()
+        zeroed = disable_dropout(side)
+    _check_deterministic(eager, batch, loss_fn, rtol)
+    eager.load_state_dict(compiled.state_dict())  # undo any buffer update (e.g. BatchNorm) of the check
+    return eager, compiled, zeroed
+
+
+def _mismatch(result: VerifyResult) -> NumericalMismatchError:
+    """The error for a failed result: the worst loss step, else the parameters."""
+    worst, name = result.worst_step, result.name
+    if result.max_rel_diff > result.rtol:
+        return NumericalMismatchError(
+            f"{name}: compiled and eager training disagree at step {worst}: loss {result.compiled_losses[worst]!r} "
+            f"(compiled) vs {result.eager_losses[worst]!r} (eager), relative difference {result.max_rel_diff:.3g} "
+            f"> rtol {result.rtol:g}",
             result,
         )
-    return result
+    return NumericalMismatchError(
+        f"{name}: after {result.steps} steps a parameter differs by {result.max_param_diff:.3g} between compiled and "
+        f"eager training (> param_atol {result.param_atol:g}), though every loss agreed",
+        result,
+    )
 
 
 @contextlib.contextmanager
@@ -351,79 +361,3 @@ def verify_suite_model(
     model = build_model(name, size, dropout=False).to(device)
     batches = make_batches(model, name, tokens, batch_size, device)
     return verify_training(model, batches, name=f"{name} ({size})", **kwargs)
-
-
-def load_script(target: str) -> tuple[torch.nn.Module, list[Any], LossFn | None]:
-    """Load ``"path/to/file.py:function"`` (or ``"package.module:function"``), call the function
-    with no arguments, and return what it built.
-
-    The function returns one of:
-
-    - ``(model, batch)``: the batch is repeated every step;
-    - ``(model, batch, loss_fn)``: ``loss_fn(model, batch) -> scalar loss`` computes the loss;
-    - a dict with ``"model"``, ``"batch"`` or ``"batches"`` (a list, cycled), and optionally ``"loss_fn"``.
-
-    Without ``loss_fn`` the loss is :func:`~sagemaker_tc.compiler.loss.compute_loss`'s. Seed torch inside
-    the function if its randomness matters; verify copies the model, so it is built once.
-
-    Raises:
-        ScriptLoadError: bad ``target``, missing file/module/function, the function raised, or it
-            returned something else.
-    """
-    import torch
-
-    path_part, sep, function_name = target.rpartition(":")
-    if not sep or not path_part or not function_name.isidentifier():
-        raise ScriptLoadError(f"--script must be PATH.py:FUNCTION or MODULE:FUNCTION (got {target!r})")
-    if path_part.endswith(".py") or Path(path_part).exists():
-        path = Path(path_part).resolve()
-        if not path.is_file():
-            raise ScriptLoadError(f"script {path} does not exist")
-        module_name = f"_sagemaker_tc_verify_{abs(hash(str(path)))}"
-        module_spec = importlib.util.spec_from_file_location(module_name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ScriptLoadError(f"cannot load {path} as a Python module")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as error:
-            raise ScriptLoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
-    else:
-        try:
-            module = importlib.import_module(path_part)
-        except ImportError as error:
-            raise ScriptLoadError(f"cannot import module {path_part!r}: {error}") from error
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise ScriptLoadError(f"{path_part} has no function {function_name!r}")
-    try:
-        built = function()
-    except Exception as error:
-        raise ScriptLoadError(f"{target}() raised {type(error).__name__}: {error}") from error
-    loss_fn = None
-    if isinstance(built, Mapping):
-        model = built.get("model")
-        batches = built.get("batches") or ([built["batch"]] if "batch" in built else None)
-        loss_fn = built.get("loss_fn")
-    elif isinstance(built, tuple) and len(built) in (2, 3):
-        model, batches = built[0], [built[1]]
-        loss_fn = built[2] if len(built) == 3 else None
-    else:
-        model, batches = None, None
-    if not isinstance(model, torch.nn.Module) or not batches or (loss_fn is not None and not callable(loss_fn)):
-        raise ScriptLoadError(
-            f"{target}() must return (model, batch), (model, batch, loss_fn) or a dict with 'model', "
-            f"'batch' or 'batches', optional 'loss_fn'; got {type(built).__name__}"
-        )
-    return model, list(batches), loss_fn
-
-
-def verify_script(target: str, **kwargs: Any) -> VerifyResult:
-    """:func:`verify_training` on what ``target``'s function builds (see :func:`load_script`).
-
-    Raises:
-        ScriptLoadError: see :func:`load_script`; and what :func:`verify_training` raises.
-    """
-    model, batches, loss_fn = load_script(target)
-    return verify_training(model, batches, loss_fn=loss_fn, name=target, **kwargs)

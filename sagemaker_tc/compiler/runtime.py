@@ -1,23 +1,17 @@
-"""The compiled training step at run time: which plan runs each step, measured and decided on the job.
+"""The compiled training step at run time: the compile plans on the models, and which one runs.
 
 :meth:`CompilerRuntime.attach` prepares the compile plans on a model (:mod:`.plans`: ``regional``,
-``model``, ``step``; each compiled in place, lazily) and sets the schedule. Between optimizer steps
-(:meth:`CompilerRuntime.after_step`) the runtime moves through it:
+``model``, ``step``; each compiled in place, lazily) and starts the job's
+:class:`~sagemaker_tc.compiler.schedule.Schedule`; after each optimizer step
+(:meth:`CompilerRuntime.after_step`) the schedule may name another plan, and the runtime installs it
+(:meth:`CompilerRuntime._activate`): the plan's compiled calls in their slots, the others' emptied,
+the optimizer's update switched for ``step``, bucket padding on for compiled plans only (the shape
+policy, :class:`~sagemaker_tc.compiler.shape_policy.ShapePolicy`: eager never pads).
 
-- an explicit ``plan``: ``baseline_steps`` eager steps (the eager step for ``break_even_steps``),
-  then the plan for the rest of the job;
-- ``plan="auto"``: eager steps first (at least 5), then, cheapest compile first, each plan whose
-  estimate can still beat the best projection (:mod:`.planner`), for a trial of
-  :data:`TRIAL_STEPS` real training steps; then the option with the lowest projected time for the
-  rest of the job, eager included, for good. Phase lengths are step counts and decisions are rank
-  0's, broadcast, so every rank switches at the same step.
-
-Step times are read at phase ends only (:meth:`StepTimer.flush`: one host sync per decision, none
-per step). A compiled call that raises is rerun eagerly: if eager works the compiler failed
+A compiled call that raises is rerun eagerly: if eager works the compiler failed
 (``policy="fallback"``: every compiled plan is dropped, the job continues eager with a loud warning
 and the reason in the report; ``"strict"``: :class:`CompilerError`); if eager fails too, the error
-is the model's own. The shape policy (:class:`~sagemaker_tc.compiler.shapes.ShapePolicy`) pads
-training batches to bucket lengths only while a compiled plan runs: eager never pads.
+is the model's own.
 """
 
 from __future__ import annotations
@@ -34,9 +28,10 @@ from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, leaf_modules, plan_modules
 from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs
+from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
 from sagemaker_tc.compiler.shapes import BucketStats
-from sagemaker_tc.compiler.steps import StepTimer, steady_median
+from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
 
@@ -44,19 +39,6 @@ if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger("sagemaker_tc.compiler")
-
-EAGER_TRIAL_STEPS = 5
-"""Eager steps ``auto`` measures first: the first is warm-up, the median of the rest is the eager step."""
-TRIAL_STEPS = 6
-"""Steps of a compiled trial: the first compiles, later ones may compile a new bucket; the steady
-step is the median of those that compiled nothing."""
-
-
-@dataclass
-class _Phase:
-    plan: str
-    steps: int | None  # None: the rest of the job
-    trial: bool
 
 
 @dataclass
@@ -84,25 +66,16 @@ class CompilerRuntime:
         self.shapes: ShapePolicy | None = None
         self.active = planner.EAGER
         self.fallback_reason: str | None = None
-        self.chosen: str | None = None
-        self.decision: dict[str, Any] | None = None
-        self.job_steps: int | None = None
-        self.job_steps_source = "unknown"
-        self.workload: planner.Workload | None = None
+        self.schedule: Schedule | None = None
         self.device = "cpu"
+        self.device_name = "cpu"
         self.forwards_per_step = 1
+        self.optimizer_kind: str | None = None
+        self._job_length: tuple[int | None, str] = (None, "unknown")
         self._attached: list[_Attached] = []
         self._listeners: list[Any] = []
-        self._phases: list[_Phase] = []
-        self._phase_start = 0
-        self._steps = 0
-        self._measured: dict[str, planner.Measured] = {}
-        self._projections: list[dict[str, Any]] = []
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
         self._optimizer_plans: dict[int, StepPlanOptimizer] = {}
-        self.optimizer_kind: str | None = None
-        self.history_source: Any = None  # () -> {plan: measured in an earlier job}, set by the session
-        self.device_name = "cpu"
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
@@ -128,11 +101,12 @@ class CompilerRuntime:
         )
         self.plans.append(plan)
         if first:
-            self.workload = planner.Workload(
+            workload = planner.Workload(
                 device=self.device, modules={p: _modules(model, p) for p in planner.COMPILED_PLANS}
             )
-            self._phases = self._schedule(config)
-        self._activate(self._phases[0].plan if self._phases else self.active)
+            self.schedule = Schedule(config, workload)
+            self.schedule.set_job_length(*self._job_length)
+        self._activate(self.schedule.first_plan(self.active))
         return plan
 
     def add_model_call_listener(self, listener: Any) -> None:
@@ -152,21 +126,24 @@ class CompilerRuntime:
 
     def set_job_length(self, steps: int | None, source: str) -> None:
         """The job's optimizer steps in all (``Trainer``'s ``max_steps``, ``expected_steps``)."""
-        if steps is not None and steps > 0:
-            self.job_steps, self.job_steps_source = int(steps), source
+        if self.schedule is not None:
+            self.schedule.set_job_length(steps, source)
+        elif steps is not None and steps > 0:
+            self._job_length = (int(steps), source)
+
+    @property
+    def workload(self) -> planner.Workload | None:
+        """What ``plan="auto"``'s estimates depend on (None before the first attach)."""
+        return self.schedule.workload if self.schedule is not None else None
+
+    @property
+    def decision(self) -> dict[str, Any] | None:
+        """``plan="auto"``'s decision once made (None before, and for explicit plans)."""
+        return self.schedule.decision if self.schedule is not None else None
 
     def _candidates(self, config: TrainingCompilerConfig) -> list[str]:
         plan = config.resolved_plan
         return list(planner.COMPILED_PLANS) if plan == "auto" else [plan]
-
-    def _schedule(self, config: TrainingCompilerConfig) -> list[_Phase]:
-        plan = config.resolved_plan
-        if not config.compiles:
-            return []
-        if plan == "auto":
-            return [_Phase(planner.EAGER, max(EAGER_TRIAL_STEPS, config.baseline_steps), trial=True)]
-        phases = [_Phase(planner.EAGER, config.baseline_steps, trial=True)] if config.baseline_steps else []
-        return [*phases, _Phase(plan, TRIAL_STEPS, trial=True), _Phase(plan, None, trial=False)]
 
     def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
         kwargs = compile_kwargs(config)
@@ -210,73 +187,21 @@ class CompilerRuntime:
         return self.active
 
     def after_step(self) -> None:
-        """Count an optimizer step and move through the schedule (called by the step timer after
-        each step; reads step times only when a phase ends)."""
-        with self._lock:
-            self._steps += 1
-            if not self._phases or self._phases[0].steps is None:
-                return
-            if self._steps - self._phase_start < self._phases[0].steps:
-                return
-            self._end_phase()
-
-    def _end_phase(self) -> None:
-        phase = self._phases.pop(0)
-        if phase.trial:
-            self._measure(phase)
-        self._phase_start = self._steps
-        if self.config is not None and self.config.resolved_plan == "auto" and not self._phases:
-            self._plan_next()
-        next_plan = self._phases[0].plan if self._phases else (self.chosen or self.active)
-        if next_plan != planner.EAGER and self.fallback_reason is not None:
-            next_plan = planner.EAGER
-        self._activate(next_plan)
-
-    def _measure(self, phase: _Phase) -> None:
-        records = self.timer.flush() if self.timer is not None else []
-        ran = [r for r in records[self._phase_start : self._steps] if r.variant == phase.plan]
-        failed = phase.plan != planner.EAGER and self.fallback_reason is not None
-        steady = None if failed else steady_median(ran)
-        compile_seconds = sum(max(0.0, r.seconds - steady) for r in ran if r.compiled_during) if steady else 0.0
-        self._measured[phase.plan] = planner.Measured(phase.plan, steady, compile_seconds)
-
-    def _plan_next(self) -> None:
-        """``auto``: the next trial, or the final choice (rank 0's, on every rank)."""
-        remaining = (self.job_steps or planner.ASSUMED_JOB_STEPS) - self._steps
-        candidates = [p for p in self._available_plans() if p not in self._measured]
-        if self.history_source is not None and not self.workload.history:
-            self.workload.history = self.history_source() or {}
-        plan, projections = (None, [])
-        if self.fallback_reason is None:
-            plan, projections = planner.next_trial(list(self._measured.values()), candidates, self.workload, remaining)
-        if plan is not None:
-            plan = _agree_across_ranks(plan)
-            self._projections = [p.to_dict() for p in projections]
-            self._phases.append(_Phase(plan, TRIAL_STEPS, trial=True))
-            logger.info("Compile plan trial: %s next (projections: %s)", plan, _describe(projections))
+        """Count an optimizer step and install the plan the schedule names next, if any (called by
+        the step timer after each step; step times are read only when a phase ends)."""
+        if self.schedule is None:
             return
-        choice, final = planner.choose(list(self._measured.values()), remaining)
-        self.chosen = _agree_across_ranks(choice)
-        self._record_decision(final + [p for p in projections if p.basis != "measured"], remaining)
+        with self._lock:
+            records = (lambda: self.timer.flush()) if self.timer is not None else list
+            plan = self.schedule.after_step(records, self._available_plans())
+            if plan is not None:
+                self._activate(planner.EAGER if self.fallback_reason is not None else plan)
 
     def _available_plans(self) -> list[str]:
-        plans = [p for p in planner.COMPILED_PLANS if any(p in a.slots for a in self._attached)]
+        plans = self.prepared_plans()
         if "regional" in plans and all(plan_modules(a.model, "regional") == [a.model] for a in self._attached):
             plans.remove("regional")  # no repeated blocks: regional would compile the whole model again
         return plans
-
-    def _record_decision(self, projections: list, remaining: int) -> None:
-        by_plan = {p.plan: p for p in projections}
-        self.decision = {
-            "chosen": self.chosen,
-            "job_steps": self.job_steps,
-            "job_steps_source": self.job_steps_source if self.job_steps else f"assumed {planner.ASSUMED_JOB_STEPS}",
-            "decided_at_step": self._steps,
-            "remaining_steps": remaining,
-            "projections": [p.to_dict() for p in sorted(by_plan.values(), key=lambda p: p.seconds)],
-            "reason": _reason(self.chosen, list(by_plan.values()), remaining),
-        }
-        logger.info("COMPILE PLAN: %s", self.decision["reason"])
 
     # -- activation ---------------------------------------------------------------------------------
     def _activate(self, plan: str) -> None:
@@ -355,39 +280,27 @@ class CompilerRuntime:
             if not already:
                 self.fallback_reason = f"compiler failed at the first compiled call; training continues eager: {reason}"
             self._activate(planner.EAGER)
-            self.chosen = planner.EAGER
-            self._phases = [p for p in self._phases if p.plan == planner.EAGER and p.steps is not None]
+            if self.schedule is not None:
+                self.schedule.fail()
         if not already:
             logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
             warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
 
     # -- what the report reads -------------------------------------------------------------------
     def trials(self) -> list[dict[str, Any]]:
-        """Each measured option: ``{"plan", "variant", "steady_step_seconds", "compile_seconds"}``,
-        including a phase under way when the job ended (measured over the steps it had)."""
-        measured = dict(self._measured)
-        if self._phases and self._phases[0].trial and self.timer is not None and self._steps > self._phase_start:
-            plan = self._phases[0].plan
-            ran = [r for r in self.timer.records[self._phase_start : self._steps] if r.variant == plan]
-            measured.setdefault(plan, planner.Measured(plan, steady_median(ran)))
-        return [
-            {
-                "plan": m.plan,
-                "variant": "eager" if m.plan == planner.EAGER else "compiled",
-                "steady_step_seconds": m.steady_step_seconds,
-                "compile_seconds": m.compile_seconds if m.plan != planner.EAGER else None,
-            }
-            for m in measured.values()
-        ]
+        """Each measured option (:meth:`~sagemaker_tc.compiler.schedule.Schedule.trials`)."""
+        if self.schedule is None:
+            return []
+        return self.schedule.trials(self.timer.records if self.timer is not None else [])
 
     def eager_step_seconds(self) -> float | None:
-        """Median steady step of the eager baseline (seconds), None when not measured."""
-        measured = self._measured.get(planner.EAGER)
-        return measured.steady_step_seconds if measured else None
+        """Median steady step of the eager phase (seconds), None when not measured."""
+        return self.schedule.eager_step_seconds() if self.schedule is not None else None
 
     def final_label(self) -> str:
         """The plan the job runs at the end."""
-        return self.chosen or self.active
+        chosen = self.schedule.chosen if self.schedule is not None else None
+        return chosen or self.active
 
 
 def _device(model: Any) -> tuple[str, str]:
@@ -405,30 +318,7 @@ def _modules(model: Any, plan: str) -> int:
     return leaf_modules(modules[0]) if modules else 0
 
 
-def _describe(projections: list) -> str:
-    return ", ".join(f"{p.plan} {p.seconds:.1f} s ({p.basis})" for p in projections) or "none"
-
-
-def _reason(chosen: str, projections: list, remaining: int) -> str:
-    """One line: the choice and the projections behind it."""
-    return (
-        f"{chosen} for the remaining {remaining} steps: lowest projected time "
-        f"({_describe(sorted(projections, key=lambda p: p.seconds))})"
-    )
-
-
 def _first_lines(text: str, limit: int = 600) -> str:
     """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
     return " ".join(lines[:3])[:limit] if lines else "(no message)"
-
-
-def _agree_across_ranks(choice: str) -> str:
-    """Rank 0's choice on every rank when torch.distributed is initialized (else ``choice``)."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return choice
-    box = [choice]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]

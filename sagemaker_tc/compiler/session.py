@@ -198,9 +198,10 @@ class CompilerSession:
         jobs measured (:mod:`sagemaker_tc.compiler.history`)."""
         plan = self.runtime.attach(model, config or self.config)
         self.plan = plan
-        if self.runtime.workload is not None and self.job_cache is not None:
-            self.runtime.workload.warm_cache = self.job_cache.outcome.get("state") == "warm"
-            self.runtime.history_source = self._plan_history
+        schedule = self.runtime.schedule
+        if schedule is not None and self.job_cache is not None:
+            schedule.workload.warm_cache = self.job_cache.outcome.get("state") == "warm"
+            schedule.history_source = self._plan_history
         return plan
 
     def _history_key(self) -> WorkloadKey | None:
