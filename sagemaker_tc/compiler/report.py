@@ -149,10 +149,14 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
 
 
 def _decision_reason(facts: JobFacts) -> str:
-    """``plan="auto"``'s reason when there is one, else the trials' step times."""
-    decision = (facts.plan_decision or {}).get("decision") or {}
+    """``plan="auto"``'s reason when there is one; the job ended before a decision; else the trials'
+    step times."""
+    plan_decision = facts.plan_decision or {}
+    decision = plan_decision.get("decision") or {}
     if decision.get("reason"):
         return decision["reason"]
+    if plan_decision.get("requested") == "auto" and len(facts.trials) <= 1:
+        return f"the job ended after {facts.steps.steps} step(s), during plan='auto''s eager steps, before any decision"
     parts = []
     for trial in facts.trials:
         name, seconds = trial.get("plan", trial["variant"]), trial.get("steady_step_seconds")
