@@ -311,3 +311,11 @@ def test_plan_history_round_trips_and_merges_per_workload(tmp_path):
     assert history.read(tmp_path, other) == {}
     (tmp_path / history.FILENAME).write_text("not json")
     assert history.read(tmp_path, key) == {}  # a damaged file is ignored, never an error
+
+
+def test_a_warm_cache_does_not_cut_the_compile_of_a_plan_no_job_compiled():
+    """The demo's repeated job: its cache is warm (it holds the first job's measurements), but no job
+    compiled a plan, so each plan still costs a cold compile, and eager is kept again."""
+    warm = Workload("cpu", CPU.modules, warm_cache=True, history={})
+    assert planner.estimate("regional", warm, 1.0).compile_seconds == pytest.approx(6.0 + 0.9 * 13)
+    assert planner.next_trial([Measured("eager", 1.58)], planner.COMPILED_PLANS, warm, 195)[0] is None

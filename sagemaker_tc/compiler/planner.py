@@ -53,7 +53,8 @@ class Prior:
 # Sources. CPU (this project's 2-core x86 CPU, MiniLM-L6 fine-tuning at 32 x ~40 tokens,
 # benchmarks/results/plan-steps_cpu_202612.json): one compile costs ~18 s for a block graph (13 leaf
 # modules) and ~88 s for the whole model (~90), forward and backward together; steady steps against
-# eager: regional 0.97x, model 1.03x, model with bucketed static shapes 0.84x. CUDA (one H200, BERT-base,
+# eager: regional 0.97x, model 1.03x, model with bucketed static shapes 0.84x; the step plan's fused
+# optimizer is what a Trainer already uses, so step is given the model plan's 1.05x. CUDA (one H200, BERT-base,
 # benchmarks/results/gpu-check-h200_202611-cold.json): 10.6 s for the block graph, 18.7 s for the whole
 # model; whole-model compile 2.24x eager; CUDA graphs add 70-100% on small steps (PyTorch's dashboards,
 # shared/research/perf.md).
@@ -61,7 +62,7 @@ PRIORS: dict[str, dict[str, Prior]] = {
     "cpu": {
         "regional": Prior(6.0, 0.9, 1.02),
         "model": Prior(6.0, 0.9, 1.05),
-        "step": Prior(6.0, 0.9, 1.10),
+        "step": Prior(6.0, 0.9, 1.05),
     },
     "cuda": {
         "regional": Prior(10.0, 0.06, 1.5),
@@ -111,7 +112,9 @@ class Workload:
 
 
 def estimate(plan: str, workload: Workload, eager_step_seconds: float) -> Estimate:
-    """The compile seconds and best steady step to expect of ``plan`` (module docstring)."""
+    """The compile seconds and best steady step to expect of ``plan`` (module docstring). A warm
+    cache cuts the compile of a plan an earlier job compiled (and saved); a plan no job compiled
+    before compiles cold, whatever else the cache holds."""
     past = workload.history.get(plan) or {}
     prior = PRIORS.get(workload.device, PRIORS["cuda"])[plan]
     if past.get("compile_seconds") is not None and past.get("steady_step_seconds") is not None:
@@ -119,9 +122,8 @@ def estimate(plan: str, workload: Workload, eager_step_seconds: float) -> Estima
         if workload.warm_cache and past.get("cache") != "warm":
             compile_seconds *= WARM_CACHE_COMPILE_FACTOR
         return Estimate(plan, compile_seconds, float(past["steady_step_seconds"]), "history")
+    # No earlier job compiled this plan, so a warm cache holds nothing for it: a cold compile.
     compile_seconds = prior.compile_base_seconds + prior.compile_seconds_per_module * workload.modules.get(plan, 0)
-    if workload.warm_cache:
-        compile_seconds *= WARM_CACHE_COMPILE_FACTOR
     return Estimate(plan, compile_seconds, eager_step_seconds / prior.max_speedup, "prior")
 
 
