@@ -80,7 +80,7 @@ def test_auto_plan_tries_plans_cheapest_first_and_keeps_the_lowest_projection():
         "steps": 5 + 6 * 3 + 4,
         "eager": [(0.9, False)] + [(1.0, False)] * 4,
         "regional": [(12.0, True), (1.2, True)] + [(0.99, False)] * 4,  # < 1 / 1.05: model may still win
-        "model": [(30.0, True)] + [(0.95, False)] * 5,  # > 1 / 1.10: step may still win
+        "model": [(30.0, True)] + [(0.97, False)] * 5,  # > 1 / 1.05: step may still win
         "step": [(25.0, True)] + [(0.7, False)] * 9,
     }
     seen = drive(runtime, timeline)
