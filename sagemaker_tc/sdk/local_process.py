@@ -20,6 +20,7 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -85,6 +86,26 @@ class LocalJobResult:
     output_artifacts: str
     duration_seconds: float
     host_dirs: dict[str, Path] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostCommand:
+    """How one host of a ``local_process`` job starts.
+
+    Attributes:
+        argv: the command.
+        cwd: its working folder.
+        environment: variables added to the job's environment for this host.
+    """
+
+    argv: list[str]
+    cwd: Path
+    environment: dict[str, str]
+
+
+def toolkit_host(job_dir: Path, host: str) -> HostCommand:
+    """The estimators' host: the sagemaker-training toolkit's ``train``, based in ``job_dir``."""
+    return HostCommand([sys.executable, "-c", _TOOLKIT_COMMAND], job_dir, {contract.ENV_BASE_DIR: str(job_dir)})
 
 
 def _write_json(path: Path, data: object) -> None:
@@ -182,7 +203,13 @@ def _failure_reason(job_dir: Path, exit_code: int) -> str | None:
     return None
 
 
-def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO | None = None) -> LocalJobResult:
+def run_job(
+    request: TrainingJobRequest,
+    *,
+    logs: bool = True,
+    log_sink: TextIO | None = None,
+    host_command: Callable[[Path, str], HostCommand] = toolkit_host,
+) -> LocalJobResult:
     """Run ``request`` on this machine with the real sagemaker-training toolkit; block until it ends.
 
     One host: the job folder is ``<output_path>/<job name>/opt_ml/``. ``instance_count`` N > 1 runs
@@ -199,6 +226,7 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
         request: the job; its ``output_data_config.s3_output_path`` must be local.
         logs: stream each host's log (stdout and stderr, prefixed ``algo-N | ``) to ``log_sink``.
         log_sink: where to stream; defaults to ``sys.stdout``.
+        host_command: how each host starts, from its job folder and name (default: the toolkit).
 
     Returns:
         The result; a failed job is a result with ``status="Failed"``, not an exception.
@@ -217,7 +245,8 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
     sink = (log_sink or sys.stdout) if logs else None
     max_run = request.stopping_condition.max_runtime_in_seconds
     started = time.monotonic()
-    exit_codes = _run_hosts(job_dirs, _job_environment(request), sink, max_run=max_run)
+    commands = {host: host_command(job_dir, host) for host, job_dir in job_dirs.items()}
+    exit_codes = _run_hosts(commands, job_dirs, _job_environment(request), sink, max_run=max_run)
     duration = time.monotonic() - started
     first = next(iter(job_dirs.values()))  # algo-1
     model_tar, output_tar = _write_artifacts(first, output_root / "output")
@@ -269,12 +298,12 @@ def _job_environment(request: TrainingJobRequest) -> dict[str, str]:
     return environment
 
 
-def _start_host(job_dir: Path, environment: dict[str, str]) -> subprocess.Popen:
-    """Start one host: the toolkit's ``train`` in its own process group, output piped for streaming."""
+def _start_host(command: HostCommand, environment: dict[str, str]) -> subprocess.Popen:
+    """Start one host in its own process group, output piped for streaming."""
     return subprocess.Popen(
-        [sys.executable, "-c", _TOOLKIT_COMMAND],
-        cwd=job_dir,
-        env={**environment, contract.ENV_BASE_DIR: str(job_dir)},
+        command.argv,
+        cwd=command.cwd,
+        env={**environment, **command.environment},
         start_new_session=True,  # its own process group: stopping the host stops its scripts too
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -286,14 +315,19 @@ def _start_host(job_dir: Path, environment: dict[str, str]) -> subprocess.Popen:
 
 
 def _run_hosts(
-    job_dirs: dict[str, Path], environment: dict[str, str], sink: TextIO | None, *, max_run: int
+    commands: dict[str, HostCommand],
+    job_dirs: dict[str, Path],
+    environment: dict[str, str],
+    sink: TextIO | None,
+    *,
+    max_run: int,
 ) -> dict[str, int]:
     """Start every host, stream its log to ``sink``, and wait for all of them; returns each exit code."""
     processes: dict[str, subprocess.Popen] = {}
     streamers = []
     try:
-        for host, job_dir in job_dirs.items():
-            processes[host] = _start_host(job_dir, environment)
+        for host, command in commands.items():
+            processes[host] = _start_host(command, environment)
             streamer = threading.Thread(target=_stream, args=(processes[host].stdout, sink, f"{host} | "), daemon=True)
             streamer.start()
             streamers.append(streamer)
