@@ -16,7 +16,8 @@ runs in that path, so the driver does the toolkit's part that the launcher relie
 3. ``PYTHONPATH``: this folder (which holds the container side of ``sagemaker_tc``) first, so
    torchrun's rank processes import it too;
 4. then the launcher runs the entry script (:func:`sagemaker_tc.container.launcher.run`): the same
-   log lines, compiler session, ``report.json``, failure file and metric lines as the estimator path.
+   log lines, compiler session, ``report.json``, failure file and metric lines as the estimator path;
+5. when it ends well, writes the empty ``output/success`` the toolkit writes.
 
 The compiler settings come from ``SM_TRAINING_COMPILER_SETTINGS`` (the trainer's ``environment``).
 Everything here reads paths under ``SAGEMAKER_BASE_DIR`` (default ``/opt/ml``), so the docker-free
@@ -145,3 +146,5 @@ def main() -> None:
         raise
     logger.info("sagemaker-tc driver: running %s with %d arguments", entry_script, len(arguments))
     launcher.run(entry_script, arguments)
+    if os.environ.get(contract.ENV_OUTPUT_DIR):
+        Path(os.environ[contract.ENV_OUTPUT_DIR], "success").touch()
