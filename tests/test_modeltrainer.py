@@ -208,3 +208,11 @@ def test_local_container_without_docker_fails_before_anything_starts(fake_docker
     with pytest.raises(DockerNotAvailableError, match="no Docker engine answers"):
         trainer.train()
     assert not (fake_docker / "command").exists()
+
+
+def test_sagemaker_trains_default_cpu_instance_is_accepted_with_a_warning_at_the_users_line(account, source_dir):
+    from sagemaker_tc import CpuInstanceWarning
+
+    with pytest.warns(CpuInstanceWarning, match="ml.m5.xlarge is a CPU instance") as caught:
+        trainer = cloud_trainer(source_dir, account, compute=None)  # sagemaker-train's default: ml.m5.xlarge
+    assert caught[0].filename == __file__ and trainer.compute.instance_type == "ml.m5.xlarge"

@@ -21,14 +21,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, ValidationError
 from sagemaker.core.shapes import MetricDefinition
 from sagemaker.train.model_trainer import Mode
 from sagemaker.train.model_trainer import ModelTrainer as _SdkModelTrainer
 
 from sagemaker_tc import _internals, contract
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import EstimatorArgumentError, ModelTrainerArgumentError, TrainingJobFailedError
+from sagemaker_tc.errors import (
+    EstimatorArgumentError,
+    ModelTrainerArgumentError,
+    SagemakerTCError,
+    TrainingJobFailedError,
+)
 from sagemaker_tc.sdk import arguments, local_docker
 from sagemaker_tc.sdk.images import check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
@@ -59,6 +64,21 @@ class ModelTrainer(_SdkModelTrainer):
 
     compiler_config: Any = None
     _local_job: LocalJobResult | None = PrivateAttr(default=None)
+    _settings_written: str | None = PrivateAttr(default=None)  # the SM_TRAINING_COMPILER_SETTINGS this trainer set
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            # pydantic wraps a ValueError raised while the model is built; ours are raised as they are.
+            named = [
+                item["ctx"]["error"]
+                for item in error.errors()
+                if isinstance(item.get("ctx", {}).get("error"), SagemakerTCError)
+            ]
+            if named:
+                raise named[0] from None
+            raise
 
     def model_post_init(self, context: Any, /) -> None:
         self._apply_compiler(warn=True)  # before sagemaker-train's defaults (role, bucket: AWS calls)
@@ -101,9 +121,12 @@ class ModelTrainer(_SdkModelTrainer):
         check_training_image(self.training_image)
         _, kind = checks.check_compute(self.training_mode, self.compute, warn=warn)
         config = arguments.resolve_cache(config, kind)
-        environment = {name: value for name, value in (self.environment or {}).items() if name != contract.ENV_SETTINGS}
+        environment = dict(self.environment or {})
+        if environment.get(contract.ENV_SETTINGS) == self._settings_written:
+            environment.pop(contract.ENV_SETTINGS, None)  # ours, from an earlier check: written anew below
         checks.check_environment(environment, cloud=kind in arguments.CLOUD_KINDS)
         environment.update(contract.encode_environment(config, entry_point=entry_script))
+        self._settings_written = environment[contract.ENV_SETTINGS]
         if config is not self.compiler_config:
             self.compiler_config = config
         if self.distributed is not driver:
