@@ -146,7 +146,8 @@ from sagemaker.core.training.configs import Compute, SourceCode
 from sagemaker.train.model_trainer import Mode
 from sagemaker_tc import ModelTrainer
 trainer = ModelTrainer(training_mode=Mode.LOCAL_CONTAINER, training_image="img",
-                       compute=Compute(instance_type="local_cpu"), source_code=SourceCode(source_dir={str(tmp_path)!r}, entry_script="train.py"),
+                       compute=Compute(instance_type="local_cpu"),
+                       source_code=SourceCode(source_dir={str(tmp_path)!r}, entry_script="train.py"),
                        compiler_config=TrainingCompilerConfig(), local_container_root={str(tmp_path)!r})
 import os; os.listdir(trainer.distributed.driver_dir)
 print(sorted(m for m in ("torch", "transformers", "accelerate") if m in sys.modules))
