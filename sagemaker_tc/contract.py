@@ -187,6 +187,22 @@ def encode_environment(config: TrainingCompilerConfig, *, entry_point: str | Non
     return {ENV_SETTINGS: text}
 
 
+def decoded_value(value: Any) -> Any:
+    """A hyperparameter or variable value as the toolkit and ModelTrainer's drivers read it:
+    JSON-decoded where the text parses (``"3"`` -> 3, ``"[1, 2]"`` -> a list), else the text itself."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def value_text(value: Any) -> str:
+    """A value as ModelTrainer sends it and its drivers write it: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _as_json_value(name: str, value: Any) -> Any:
     """Values may arrive decoded (toolkit) or still JSON-encoded (raw env/hyperparameters.json)."""
     if isinstance(value, str):

@@ -20,6 +20,34 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 SST2 = REPO / "examples" / "sst2" / "data"
 
 
+# Spaces, quotes, unicode, numbers, booleans, lists, null. (Dict values are refused at construction:
+# the toolkit would pass them to the script as 'k=v,...', see test_bad_input.py.)
+TRICKY_HYPERPARAMETERS = {
+    "greeting": "hello world",
+    "quoted": "say \"hi\" and 'bye'",
+    "unicode": "naïve café ✓ 日本",
+    "lr": 3e-05,
+    "epochs": 3,
+    "negative": -1.5,
+    "flag": True,
+    "off": False,
+    "layers": [1, 2, "three"],
+    "nothing": None,
+    "numeric_text": "007",
+}
+
+
+def sst2_tiny_hyperparameters(model_dir: Path) -> dict:
+    """examples/sst2/code/train.py for a few steps on a tiny model saved in ``model_dir``."""
+    return {
+        "model_name_or_path": str(model_dir),
+        "max_steps": 6,
+        "train_batch_size": 8,
+        "eval_batch_size": 16,
+        "max_length": 32,
+    }
+
+
 def write_sst2_slice(folder: Path, split: str, rows: int) -> Path:
     """Copy the first ``rows`` rows of the shipped SST-2 ``split`` (with its header) into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -5,25 +5,15 @@ import json
 import tarfile
 
 import pytest
-from conftest import REPO, write_sst2_slice
+from conftest import REPO, TRICKY_HYPERPARAMETERS, sst2_tiny_hyperparameters, write_sst2_slice
 
 from sagemaker_tc import ModelTrainer, TrainingCompilerConfig, TrainingJobFailedError
 from sagemaker_tc.container.launcher import LOG_CONFIGURING, LOG_FOUND
 
 pytestmark = pytest.mark.slow
 
-TRICKY = {
-    "greeting": "hello world",
-    "quoted": "say \"hi\" and 'bye'",
-    "unicode": "naïve café ✓ 日本",
-    "lr": 3e-05,
-    "epochs": 3,
-    "flag": True,
-    "layers": [1, 2, "three"],
-    "nested": {"a": 1},
-    "nothing": None,
-    "numeric_text": "007",
-}
+# The estimators' tricky values, plus a dict: ModelTrainer sends it as JSON, which reaches the script as is.
+TRICKY = {**TRICKY_HYPERPARAMETERS, "nested": {"a": 1}}
 # What the script's command line gets: ModelTrainer sends strings as they are, other values as JSON.
 ARGUMENTS = {f"--{name}": value if isinstance(value, str) else json.dumps(value) for name, value in TRICKY.items()}
 
@@ -113,13 +103,7 @@ def test_a_hf_trainer_script_trains_compiled_under_torchrun_and_writes_the_repor
         tmp_path,
         "train.py",
         distributed=Torchrun(process_count_per_node=2),
-        hyperparameters={
-            "model_name_or_path": str(tiny_bert_dir),
-            "max_steps": 6,
-            "train_batch_size": 8,
-            "eval_batch_size": 16,
-            "max_length": 32,
-        },
+        hyperparameters=sst2_tiny_hyperparameters(tiny_bert_dir),
     )
     inputs = [
         InputData(channel_name="train", data_source=str(tmp_path / "train")),

@@ -43,21 +43,6 @@ logger = logging.getLogger("sagemaker_tc.driver")
 DEFAULT_BASE_DIR = "/opt/ml"
 
 
-def _decoded(value: Any) -> Any:
-    """A hyperparameter value as the toolkit hands it on: JSON-decoded where it parses, else the text."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
-
-
-def _as_argument(value: Any) -> str:
-    """The command-line text of a value as sent: a string as it is, anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 def read_hyperparameters(environ: Mapping[str, str]) -> dict[str, Any]:
     """The request's hyperparameters, as sent (``<base>/input/config/hyperparameters.json``).
 
@@ -79,7 +64,7 @@ def script_arguments(hyperparameters: Mapping[str, Any]) -> list[str]:
     arguments: list[str] = []
     for name, value in hyperparameters.items():
         if not name.startswith(contract.HP_TOOLKIT_PREFIX):
-            arguments += [f"--{name}", _as_argument(value)]
+            arguments += [f"--{name}", contract.value_text(value)]
     return arguments
 
 
@@ -91,9 +76,11 @@ def framework_params(hyperparameters: Mapping[str, Any], environ: Mapping[str, s
         LauncherError: ``SM_DISTRIBUTED_CONFIG`` is set but is not a JSON object.
     """
     params = {
-        name: _decoded(value) for name, value in hyperparameters.items() if name.startswith(contract.HP_TOOLKIT_PREFIX)
+        name: contract.decoded_value(value)
+        for name, value in hyperparameters.items()
+        if name.startswith(contract.HP_TOOLKIT_PREFIX)
     }
-    distributed = _decoded(environ.get(contract.ENV_DISTRIBUTED_CONFIG) or "{}")
+    distributed = contract.decoded_value(environ.get(contract.ENV_DISTRIBUTED_CONFIG) or "{}")
     if not isinstance(distributed, dict):
         raise LauncherError(f"{contract.ENV_DISTRIBUTED_CONFIG} is not a JSON object: {distributed!r}")
     if distributed.get(contract.DRIVER_TORCHRUN):

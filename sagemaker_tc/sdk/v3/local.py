@@ -88,17 +88,6 @@ def _gpu_count() -> int:
     return sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU ")) if listed.returncode == 0 else 0
 
 
-def _decoded(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 class _Hosts:
     """Each host's ModelTrainer environment and command, for :func:`local_process.run_job`."""
 
@@ -111,7 +100,7 @@ class _Hosts:
         """The variables sagemaker-train's ``environment.py`` sets, for ``host`` in ``job_dir``."""
         data_dir, config_dir = job_dir / "input" / "data", job_dir / "input" / "config"
         channels = [channel.channel_name for channel in self.request.input_data_config]
-        hyperparameters = {name: _decoded(text) for name, text in self.request.hyper_parameters.items()}
+        hyperparameters = {name: contract.decoded_value(text) for name, text in self.request.hyper_parameters.items()}
         instance_type = self.request.resource_config.instance_type
         env: dict[str, Any] = {
             contract.ENV_BASE_DIR: str(job_dir),
@@ -157,7 +146,7 @@ class _Hosts:
         env.update({f"{contract.ENV_CHANNEL_PREFIX}{name.upper()}": str(data_dir / name) for name in channels})
         for name, value in hyperparameters.items():
             env[f"{contract.ENV_HP_PREFIX}{name.replace('-', '_').upper()}"] = value
-        return {name: _as_text(value) for name, value in env.items()}
+        return {name: contract.value_text(value) for name, value in env.items()}
 
     def __call__(self, job_dir: Path, host: str) -> HostCommand:
         data_dir = job_dir / "input" / "data"
