@@ -104,7 +104,7 @@ def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path,
         instance_type="local_process",
         distribution={"torch_distributed": {"enabled": True, "processes_per_host": 2}},
         hyperparameters=sst2_tiny_hyperparameters(tiny_bert_dir),
-        compiler_config=TrainingCompilerConfig(),
+        compiler_config=TrainingCompilerConfig(plan="regional"),
         output_path=str(tmp_path / "out"),
         max_run=600,
     )
