@@ -106,6 +106,7 @@ def test_modeltrainer_runs(kernel):
     assert "Found configuration for Training Compiler" in out and "sagemaker-tc driver: running train.py" in out
     assert "status               Completed" in out and "integration          transformers" in out
     assert "steps                20" in out and "[sagemaker-tc] compile_seconds=" in out
+    assert "compiled             True" in out and "plan                 regional" in out
 
 
 @pytest.fixture
