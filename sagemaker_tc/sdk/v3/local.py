@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,8 @@ from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import ChannelNotFoundError
 from sagemaker_tc.sdk import local_process
 from sagemaker_tc.sdk.channels import check_channels
-from sagemaker_tc.sdk.local_process import HostCommand, LocalJobResult, local_path
+from sagemaker_tc.sdk.local_hosts import HostCommand, free_port
+from sagemaker_tc.sdk.local_process import LocalJobResult, local_path
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name
 from sagemaker_tc.sdk.source_tree import skipped
 from sagemaker_tc.sdk.v3 import checks
@@ -73,12 +73,6 @@ def _copy_code(source_dir: Path, target: Path, ignore_patterns: list[str] | None
     shutil.copytree(source_dir, target, ignore=ignored, symlinks=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _gpu_count() -> int:
     """GPUs on this machine as ``nvidia-smi`` lists them (0 without it), as ModelTrainer's environment counts."""
     try:
@@ -94,7 +88,7 @@ class _Hosts:
     def __init__(self, request: TrainingJobRequest, entry_script: str, distributed: dict[str, Any]) -> None:
         self.request, self.entry_script, self.distributed = request, entry_script, distributed
         self.hosts = local_process.hosts_for(request)
-        self.master_port, self.gpus = str(_free_port()), _gpu_count()
+        self.master_port, self.gpus = str(free_port()), _gpu_count()
 
     def environment(self, job_dir: Path, host: str) -> dict[str, str]:
         """The variables sagemaker-train's ``environment.py`` sets, for ``host`` in ``job_dir``."""
