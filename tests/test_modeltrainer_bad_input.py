@@ -135,3 +135,13 @@ def test_a_disabled_config_leaves_sagemaker_trains_trainer_as_it_is(build):
     compiled = build(distributed=Torchrun(process_count_per_node=2), **local(instance_type="local_cpu"))
     assert compiled.distributed.model_dump() == {contract.DRIVER_TORCHRUN: True, contract.DRIVER_PROCESSES: 2}
     assert contract.settings_from_environment(compiled.environment).entry_point == "echo.py"
+
+
+def test_without_sagemaker_train_the_import_names_the_extra(monkeypatch):
+    import sys
+
+    for name in [name for name in sys.modules if name.startswith("sagemaker_tc.sdk.v3")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "sagemaker.train", None)  # as if sagemaker-train were not installed
+    with pytest.raises(ImportError, match=r'pip install "sagemaker-tc\[v3\]"'):
+        from sagemaker_tc import ModelTrainer  # noqa: F401
