@@ -129,6 +129,26 @@ def test_the_driver_turns_what_the_sdk_sent_into_the_launchers_torchrun(tmp_path
     assert command[-len(arguments) - 1 :] == ["echo.py", *arguments]
 
 
+def test_torchrun_without_a_count_runs_one_process_per_gpu_on_each_host(tmp_path):
+    """Torchrun() on two 8-GPU hosts: SM_DISTRIBUTED_CONFIG gives no count, so the launcher takes SM_NUM_GPUS."""
+    config = tmp_path / "input" / "config"
+    config.mkdir(parents=True)
+    (config / "hyperparameters.json").write_text(json.dumps({"epochs": "1"}))
+    environ = {
+        contract.ENV_BASE_DIR: str(tmp_path),
+        **contract.encode_environment(TrainingCompilerConfig(), entry_point="train.py"),
+        contract.ENV_DISTRIBUTED_CONFIG: json.dumps({contract.DRIVER_TORCHRUN: True, contract.DRIVER_PROCESSES: None}),
+        contract.ENV_HOSTS: json.dumps(["algo-1", "algo-2"]),
+        contract.ENV_CURRENT_HOST: "algo-1",
+        contract.ENV_NUM_GPUS: "8",
+    }
+    entry_script, arguments = modeltrainer.prepare(environ, tmp_path / "drivers")
+    assert json.loads(environ[contract.ENV_FRAMEWORK_PARAMS]) == {contract.HP_TORCH_DISTRIBUTED: True}
+    command = distributed.torchrun_command(entry_script, arguments, environ)
+    assert {"--nnodes=2", "--node_rank=0", "--nproc_per_node=8"} <= set(command)
+    assert command[-3:] == ["train.py", "--epochs", "1"]
+
+
 def test_pipeline_step_definition_runs_our_driver(account, aws, source_dir):
     from sagemaker.core.training.configs import InputData
     from sagemaker.core.workflow.pipeline_context import PipelineSession
