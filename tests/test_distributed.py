@@ -6,7 +6,7 @@ import time
 
 import pytest
 import torch
-from conftest import REPO, write_sst2_slice
+from conftest import REPO, sst2_tiny_hyperparameters, write_sst2_slice
 
 from sagemaker_tc import PyTorch, TrainingCompilerConfig, TrainingJobFailedError
 
@@ -103,13 +103,7 @@ def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path,
         source_dir=str(REPO / "examples" / "sst2" / "code"),
         instance_type="local_process",
         distribution={"torch_distributed": {"enabled": True, "processes_per_host": 2}},
-        hyperparameters={
-            "model_name_or_path": str(tiny_bert_dir),
-            "max_steps": 6,
-            "train_batch_size": 8,
-            "eval_batch_size": 16,
-            "max_length": 32,
-        },
+        hyperparameters=sst2_tiny_hyperparameters(tiny_bert_dir),
         compiler_config=TrainingCompilerConfig(plan="regional"),
         output_path=str(tmp_path / "out"),
         max_run=600,
