@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,8 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from sagemaker_tc.bench.hardware import environment
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "sst2"
@@ -129,12 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     document = {
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor(),
-            "cpus": os.cpu_count(),
-            "load_avg_1m_end": os.getloadavg()[0],
-        },
+        "machine": {**environment(), "load_avg_1m_end": os.getloadavg()[0]},
         "hyperparameters": HYPERPARAMETERS,
         "rounds": rounds,
         "summary": summary,

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from sagemaker_tc.bench.hardware import environment
 
 VARIANTS = ("eager", "regional", "model", "step", "torch.compile")
 SYNCING = {"item", "cpu", "tolist", "numpy", "__bool__", "__int__", "__float__", "nonzero"}
@@ -149,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     document = {
         "command": "benchmarks/host_overhead.py",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {**environment(), "load_avg_1m_end": os.getloadavg()[0]},
         "model": "BERT structure, 12 layers, hidden 64, batch 2 x 16, CPU",
         "rows": rows,
     }

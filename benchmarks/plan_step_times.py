@@ -23,12 +23,13 @@ import argparse
 import csv
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from sagemaker_tc.bench.hardware import environment
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("eager", "regional", "model", "model-static", "model-dynamic")
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     document = {
         "command": "benchmarks/plan_step_times.py " + " ".join(argv or sys.argv[1:]),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_avg_1m_end": os.getloadavg()[0]},
+        "machine": {**environment(), "load_avg_1m_end": os.getloadavg()[0]},
         "workload": "all-MiniLM-L6-v2, SST-2 train rows, batch 32, dynamic padding (max 64), fused AdamW, fp32",
         "rows": rows,
     }
