@@ -169,12 +169,17 @@ TORCH_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default (tor
 
 
 def _compiler_hooks() -> dict:
-    """What a compiler session may install process-wide, as it is now (empty before torch is imported)."""
+    """What a compiler session may install process-wide, as it is now (only the import hooks before
+    torch is imported)."""
+    from sagemaker_tc.container.post_import import is_post_import_hook
+
+    import_hooks = {"post-import hooks in sys.meta_path": sum(map(is_post_import_hook, sys.meta_path))}
     if "torch" not in sys.modules:
-        return {}
+        return import_hooks
     from sagemaker_tc import _internals
 
     hooks = {
+        **import_hooks,
         "compile start callbacks": len(_internals.compile_start_callbacks()),
         "global optimizer step hooks": _internals.global_optimizer_step_hooks(),
         "dynamo recompile_limit": _internals.recompile_limit(),
@@ -191,8 +196,8 @@ def _compiler_hooks() -> dict:
 def no_compiler_state_left_behind():
     """Each test starts without a compiler session; afterwards, the session a test opened (by
     compile_model, say) is closed, and the test fails if anything a session installs process-wide is
-    still there: a callback in DEFAULT_CALLBACKS, a global optimizer hook, a compile callback, a
-    raised dynamo recompile_limit."""
+    still there: a callback in DEFAULT_CALLBACKS, a post-import hook waiting for transformers.trainer,
+    a global optimizer hook, a compile callback, a raised dynamo recompile_limit."""
     from sagemaker_tc.compiler.session import current_session
 
     left_open = current_session()
