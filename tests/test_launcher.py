@@ -43,7 +43,11 @@ def test_a_plain_torch_job_never_imports_transformers_and_a_trainer_script_gets_
         print('AFTER', [c for c in t.DEFAULT_CALLBACKS if 'sagemaker_tc' in type(c).__module__])
         """
     )
-    env = {**os.environ, contract.ENV_SETTINGS: settings_env(TrainingCompilerConfig(backend="eager"))}
+    env = {
+        **os.environ,
+        contract.ENV_SETTINGS: settings_env(TrainingCompilerConfig(backend="eager")),
+        contract.ENV_OUTPUT_DATA_DIR: str(tmp_path / "data"),  # where the sessions' reports go
+    }
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
     assert "PLAIN []" in out, out
     assert "TRAINER ['CompilerReportCallback']" in out, out
