@@ -34,6 +34,36 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
+def sst2_trainer_job(tmp_path: Path, model_dir: Path, config, *, instance_count=1, processes_per_host=None, **hps):
+    """The SST-2 Hugging Face ``Trainer`` example as a ``local_process`` torchrun job on ``model_dir``:
+    96 training and 32 validation rows in ``tmp_path``, 6 steps of 8 samples (``hps`` override).
+
+    Returns:
+        ``(estimator, inputs)`` for ``estimator.fit(inputs)``.
+    """
+    from sagemaker_tc import PyTorch
+
+    write_sst2_slice(tmp_path / "train", "train", 96)
+    write_sst2_slice(tmp_path / "validation", "validation", 32)
+    distribution = {"enabled": True}
+    if processes_per_host is not None:
+        distribution["processes_per_host"] = processes_per_host
+    hyperparameters = {"model_name_or_path": str(model_dir), "max_steps": 6, "train_batch_size": 8}
+    hyperparameters.update({"eval_batch_size": 16, "max_length": 32, **hps})
+    job = PyTorch(
+        "train.py",
+        source_dir=str(REPO / "examples" / "sst2" / "code"),
+        instance_type="local_process",
+        instance_count=instance_count,
+        distribution={"torch_distributed": distribution},
+        hyperparameters=hyperparameters,
+        compiler_config=config,
+        output_path=str(tmp_path / "out"),
+        max_run=600,
+    )
+    return job, {"train": str(tmp_path / "train"), "validation": str(tmp_path / "validation")}
+
+
 @pytest.fixture
 def source_dir(tmp_path: Path):
     """A fresh copy of tests/assets as a user's source_dir."""

@@ -7,7 +7,7 @@ import re
 import tarfile
 
 import pytest
-from conftest import REPO, write_sst2_slice
+from conftest import REPO, sst2_trainer_job
 
 from sagemaker_tc import PyTorch, TrainingCompilerConfig, TrainingJobFailedError
 
@@ -60,24 +60,14 @@ def test_a_ddp_script_that_exits_cleanly_under_torchrun_exits_cleanly_under_the_
 
 
 def test_hf_trainer_on_two_hosts_exits_cleanly(tmp_path, tiny_bert_dir):
-    write_sst2_slice(tmp_path / "train", "train", 64)
-    write_sst2_slice(tmp_path / "validation", "validation", 16)
-    job = PyTorch(
-        "train.py",
-        source_dir=str(REPO / "examples" / "sst2" / "code"),
-        instance_type="local_process",
-        instance_count=2,
-        distribution={"torch_distributed": {"enabled": True}},
-        hyperparameters={"model_name_or_path": str(tiny_bert_dir), "max_steps": 3, "train_batch_size": 8},
-        compiler_config=TrainingCompilerConfig(backend="eager"),
-        output_path=str(tmp_path / "out"),
-        max_run=MAX_RUN_S,
-    )
+    job, inputs = sst2_trainer_job(tmp_path, tiny_bert_dir, TrainingCompilerConfig(backend="eager"), instance_count=2)
 
-    job.fit({"train": str(tmp_path / "train"), "validation": str(tmp_path / "validation")})
+    job.fit(inputs)
 
     assert job.latest_training_job.status == "Completed"
     assert "model.safetensors" in model_files(job)
+    for host, job_dir in job.latest_training_job.host_dirs.items():
+        assert (job_dir / "output" / "success").exists(), host
 
 
 def test_a_rank_that_blocks_at_exit_fails_the_job_with_its_host_rank_and_stack(tmp_path):
