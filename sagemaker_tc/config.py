@@ -21,14 +21,24 @@ Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cu
 """torch.compile's ``mode`` values (torch 2.x)."""
 
 Policy = Literal["fallback", "strict", "auto"]
-"""What the runtime does about a compiler that fails or does not pay off:
+"""What the runtime does about a compiler that fails:
 
 - ``fallback``: a compiler failure (no C++ compiler, a backend exception, an unsupported op) at any
   compiled call switches the job to eager with a loud warning; the report says ``compiled: false``
   and why.
 - ``strict``: a compiler failure raises :class:`~sagemaker_tc.errors.CompilerError`.
-- ``auto``: as ``fallback``, and the runtime also measures the steady step of each honest option
-  (compiled or eager, the optimizer's fused kernel or its default) and keeps the fastest.
+- ``auto``: the same as ``fallback`` (kept for configs written before ``plan``; measuring the
+  options and keeping the fastest is what ``plan="auto"`` does).
+"""
+
+Plan = Literal["auto", "regional", "model", "step"]
+"""What is compiled (:mod:`sagemaker_tc.compiler.plans`):
+
+- ``regional``: each repeated block (transformer layer); cheapest to compile.
+- ``model``: the whole model's forward and loss as one graph (backward through AOTAutograd).
+- ``step``: ``model`` plus the optimizer update; on CUDA with static shapes, captured in CUDA graphs.
+- ``auto``: measured on the job itself: eager steps first, then each plan that can still pay off in
+  the job's remaining steps, keeping the one with the lowest projected job time, eager included.
 """
 
 MAX_BUCKETS = 16
@@ -87,10 +97,16 @@ class TrainingCompilerConfig(BaseModel):
     )
     backend: Backend = Field(default="inductor", description="torch.compile backend; 'eager' is a no-compile baseline.")
     mode: Mode = Field(default="default", description="torch.compile mode.")
-    regional: bool = Field(
-        default=True,
-        description="Regional compilation: compile each repeated block (e.g. each transformer layer) once "
-        "instead of the whole model; cuts compile time at about the same step time.",
+    plan: Plan = Field(
+        default="auto",
+        description="What to compile: 'regional' (each repeated block), 'model' (forward and loss as one graph), "
+        "'step' (model and the optimizer update; CUDA graphs on static shapes), or 'auto': eager steps first, then "
+        "each plan that can still pay off, keeping the one with the lowest projected job time, eager included.",
+    )
+    regional: bool | None = Field(
+        default=None,
+        description="Older switch, kept as an alias: True means plan='regional', False means plan='model'. "
+        "None: plan decides.",
     )
     dynamic: bool | None = Field(
         default=None,
@@ -120,7 +136,14 @@ class TrainingCompilerConfig(BaseModel):
         ge=0,
         le=100,
         description="Optimizer steps run uncompiled first (the first one as warm-up) to measure the eager step for "
-        "break_even_steps. 0 compiles from the first step.",
+        "break_even_steps. 0 compiles from the first step (with an explicit plan; plan='auto' always measures at "
+        "least 3 eager steps).",
+    )
+    expected_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description="Optimizer steps the job will run, for plan='auto' in a plain PyTorch loop (a Hugging Face "
+        "Trainer knows its max_steps). None: 1000 steps are assumed, and the report says so.",
     )
 
     batch_size: int | Literal["auto"] | None = Field(
@@ -253,6 +276,30 @@ class TrainingCompilerConfig(BaseModel):
 
     def __bool__(self) -> bool:
         return self.enabled
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plan_from_regional(cls, data: Any) -> Any:
+        """``regional`` alone (the older switch) sets ``plan``, so the two always agree on the wire."""
+        if isinstance(data, dict) and isinstance(data.get("regional"), bool) and "plan" not in data:
+            data = {**data, "plan": "regional" if data["regional"] else "model"}
+        return data
+
+    @model_validator(mode="after")
+    def _check_plan_and_regional(self) -> TrainingCompilerConfig:
+        if self.regional is not None and self.plan != self.resolved_plan:
+            raise ValueError(
+                f"plan={self.plan!r} and regional={self.regional} disagree: regional=True is plan='regional', "
+                "regional=False is plan='model'; give one of them"
+            )
+        return self
+
+    @property
+    def resolved_plan(self) -> str:
+        """The plan in force: ``regional`` (the older switch) wins when given, else ``plan``."""
+        if self.regional is None:
+            return self.plan
+        return "regional" if self.regional else "model"
 
     @property
     def compiles(self) -> bool:

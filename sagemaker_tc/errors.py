@@ -148,7 +148,7 @@ class BenchError(SagemakerTCError, ValueError):
 
 class ScriptLoadError(BenchError):
     """``--script PATH:FUNCTION`` cannot be loaded, or the function returns something verify cannot
-    train (see :func:`sagemaker_tc.bench.verify.load_script` for the accepted shapes)."""
+    train (see :func:`sagemaker_tc.bench.verify_script.load_script` for the accepted shapes)."""
 
 
 class ModelNotDeterministicError(BenchError):

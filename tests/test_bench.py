@@ -166,11 +166,12 @@ def test_bench_on_cuda_or_bf16_where_the_device_cannot(capsys):
 
 
 def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
-    """One tiny model, all four variants in their own processes: the table, JSON, Markdown and PNG hold
-    every column with sane values; eager's speedup is exactly 1.0."""
+    """One tiny model, the four default variants and one plan in their own processes: the table, JSON,
+    Markdown and PNG hold every column with sane values; eager's speedup is exactly 1.0."""
     out = tmp_path / "results"
     argv = ["bench", "--models", "distilbert-base-uncased", "--size", "tiny", "--steps", "4", "--seq-len", "32"]
     argv += ["--batch-size", "4", "--out", str(out), "--name", "run"]
+    argv += ["--variants", *VARIANTS, "sagemaker-tc-regional"]
 
     code = main(argv)
 
@@ -180,7 +181,7 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
         assert heading in printed
     document = json.loads((out / "run.json").read_text())
     rows = document["results"]
-    assert [row["variant"] for row in rows] == list(VARIANTS)
+    assert [row["variant"] for row in rows] == [*VARIANTS, "sagemaker-tc-regional"]
     for row in rows:
         assert row["status"] == "ok", row.get("error")
         for key, _ in COLUMNS:
@@ -196,8 +197,12 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
     assert by_variant["eager"]["speedup_vs_eager"] == 1.0
     assert by_variant["eager"]["graphs"] == 0 and by_variant["eager-tuned"]["graphs"] == 0
     assert by_variant["eager-tuned"]["details"]["optimizer"] == "AdamW (fused)"
-    assert by_variant["sagemaker-tc"]["details"]["compiled_regions"] == 2  # tiny DistilBERT's 2 blocks
-    assert by_variant["sagemaker-tc"]["graphs"] >= 1 and by_variant["hf-torch-compile"]["graphs"] >= 1
+    assert by_variant["sagemaker-tc-regional"]["details"]["compiled_regions"] == 2  # tiny DistilBERT's 2 blocks
+    assert by_variant["sagemaker-tc-regional"]["graphs"] >= 1 and by_variant["hf-torch-compile"]["graphs"] >= 1
+    # The default config: plan="auto" decided after its eager steps (and any trials), the 4 timed steps ran its
+    # choice (which one depends on the step times measured: not asserted).
+    auto = by_variant["sagemaker-tc"]["details"]
+    assert auto["decision_steps"] in (5, 11, 17, 23) and auto["plan"] == auto["plan_decision"]["chosen"]
     assert by_variant["hf-torch-compile"]["details"]["compile"] == 'torch.compile(model, backend="inductor")'
     assert document["options"]["device"] == "cpu" and document["device"]["peak_flops"] is None
     assert document["environment"]["versions"]["torch"] and document["environment"]["cpu_cores"] >= 1

@@ -115,7 +115,7 @@ def run_job(tmp_path, name, channels, tiny_bert_dir, cache_uri):
         source_dir=str(REPO / "tests" / "assets"),
         instance_type="local_process",
         hyperparameters={"model_dir": str(tiny_bert_dir), "steps": 6, "global_batch": 8},
-        compiler_config=TrainingCompilerConfig(cache=cache_uri, baseline_steps=0),
+        compiler_config=TrainingCompilerConfig(plan="regional", cache=cache_uri, baseline_steps=0),
         output_path=str(tmp_path / name),
     )
     estimator.fit(channels)

@@ -68,7 +68,7 @@ def run_hf_trainer(tmp_path, channels, model_dir, config):
 
 
 def test_hf_trainer_script_is_compiled_with_no_change(tmp_path, sst2_channels, tiny_bert_dir, capsys):
-    estimator = run_hf_trainer(tmp_path, sst2_channels, tiny_bert_dir, TrainingCompilerConfig())
+    estimator = run_hf_trainer(tmp_path, sst2_channels, tiny_bert_dir, TrainingCompilerConfig(plan="regional"))
     log = capsys.readouterr().out
     job = estimator.latest_training_job
     report = json.loads(read(job.output_artifacts, "compiler/report.json"))
@@ -123,7 +123,7 @@ def test_plain_pytorch_loop_compiles_with_one_call(tmp_path, sst2_channels, tiny
         source_dir=str(REPO / "tests" / "assets"),
         instance_type="local_process",
         hyperparameters={"model_dir": str(tiny_bert_dir), "steps": 5, "global_batch": 8},
-        compiler_config=TrainingCompilerConfig(),
+        compiler_config=TrainingCompilerConfig(plan="regional"),
         output_path=str(tmp_path / "out"),
     )
     estimator.fit({"train": sst2_channels["train"]})

@@ -5,16 +5,28 @@ import pytest
 from sagemaker_tc import ConfigError, TrainingCompilerConfig
 
 
-def test_defaults_compile_with_inductor_regionally():
+def test_defaults_compile_with_inductor_and_choose_the_plan_on_the_job():
     config = TrainingCompilerConfig()
-    assert (config.enabled, config.debug, config.backend, config.mode, config.regional) == (
+    assert (config.enabled, config.debug, config.backend, config.mode, config.plan, config.regional) == (
         True,
         False,
         "inductor",
         "default",
-        True,
+        "auto",
+        None,
     )
-    assert config.compiles and bool(config)
+    assert config.compiles and bool(config) and config.resolved_plan == "auto"
+
+
+def test_regional_is_an_alias_of_plan_and_a_conflict_is_refused():
+    assert TrainingCompilerConfig(regional=True).plan == "regional"
+    assert TrainingCompilerConfig(regional=False).plan == "model"
+    assert TrainingCompilerConfig(plan="model", regional=False).resolved_plan == "model"
+    with pytest.raises(ConfigError, match="plan='step' and regional=True disagree"):
+        TrainingCompilerConfig(plan="step", regional=True)
+    # What travels on the wire (every field) reads back the same.
+    wire = TrainingCompilerConfig(regional=False).model_dump(mode="json")
+    assert TrainingCompilerConfig.from_dict(wire).resolved_plan == "model"
 
 
 def test_disabled_config_is_falsy_and_does_not_compile():

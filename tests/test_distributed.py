@@ -96,7 +96,8 @@ def test_a_failing_rank_fails_the_whole_job(tmp_path, tiny_bert_dir, train_chann
 
 
 def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path, tiny_bert_dir):
-    job, inputs = sst2_trainer_job(tmp_path, tiny_bert_dir, TrainingCompilerConfig(), processes_per_host=2)
+    config = TrainingCompilerConfig(plan="regional")
+    job, inputs = sst2_trainer_job(tmp_path, tiny_bert_dir, config, processes_per_host=2)
     job.fit(inputs)
     with tarfile.open(job.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
         report = json.load(tar.extractfile("compiler/report.json"))

@@ -1,4 +1,5 @@
-"""Fallback, strict and auto policies; break-even; the schedule of eager baseline and compiled steps."""
+"""Fallback and strict policies; break-even; the schedule: eager baseline, then a plan, or plan="auto"'s
+trials and choice."""
 
 import json
 import tarfile
@@ -33,64 +34,80 @@ def test_break_even_is_compile_overhead_over_the_per_step_saving():
     assert break_even_steps(None, 1.0, 0.5) is None and break_even_steps(10.0, None, 0.5) is None
 
 
-def test_fallback_schedule_runs_eager_baseline_then_compiled():
-    model = small_bert()
-    runtime = CompilerRuntime()
-    runtime.attach(model, TrainingCompilerConfig(baseline_steps=2))
-    labels = []
-    timeline = [(0.5, False), (0.2, False), (9.0, True), (0.1, False), (0.2, False), (0.1, False), (0.1, False)]
-    for seconds, compiled in timeline:
-        labels.append(runtime.current_label())
-        runtime.on_step_end(StepRecord(seconds, 4, compiled, runtime.current_label()))
-    assert labels == ["eager", "eager"] + ["compiled"] * 5
-    assert runtime.eager_step_seconds() == 0.2  # the first eager step is warm-up
-    assert runtime.trials()[1] == {"variant": "compiled", "steady_step_seconds": 0.1}
-    assert runtime.final_label() == "compiled" and runtime.compiled_active
-
-
-def test_auto_policy_keeps_the_fastest_measured_variant_and_switches_the_optimizer():
-    model = small_bert()
-    optimizer = torch.optim.AdamW(model.parameters(), foreach=True)
-    runtime = CompilerRuntime()
-    runtime.attach(model, TrainingCompilerConfig(policy="auto"))
-    runtime.track_optimizer(optimizer)
-    # (seconds, compiled_during) per step; the runtime picks the phase's variant before each step.
-    timeline = {
-        "eager": [(0.9, False), (1.0, False), (1.0, False)],
-        "eager+fused": [(0.9, False), (0.8, False), (0.8, False)],
-        "compiled": [(12.0, True), (0.9, True), (0.7, False), (0.7, False), (0.6, False)],
-        "compiled+fused": [(0.6, False), (0.5, False), (0.5, False)],
-    }
+def drive(runtime, timeline):
+    """Run ``timeline``'s steps through ``runtime``: each step runs the plan the runtime says, takes the
+    given (seconds, compiled-during) for that plan, and ends. Returns the plans the steps ran."""
     seen = []
-    for _ in range(14):
+    for step in range(len(timeline) if isinstance(timeline, list) else timeline["steps"]):
         label = runtime.current_label()
         seen.append(label)
-        seconds, compiled = timeline[label][seen.count(label) - 1]
-        runtime.on_step_end(StepRecord(seconds, 4, compiled, label))
-    assert seen == ["eager"] * 3 + ["eager+fused"] * 3 + ["compiled"] * 5 + ["compiled+fused"] * 3
-    assert {t["variant"]: t["steady_step_seconds"] for t in runtime.trials()} == {
-        "eager": 1.0,
-        "eager+fused": 0.8,
-        "compiled": 0.7,
-        "compiled+fused": 0.5,
-    }
-    assert runtime.final_label() == "compiled+fused" and runtime.compiled_active
-    assert optimizer.param_groups[0]["fused"] is True
-    step(model, optimizer)  # the fused kernel really runs on this optimizer's state
+        seconds, compiled = timeline[step] if isinstance(timeline, list) else timeline[label][seen.count(label) - 1]
+        runtime.timer.records.append(StepRecord(seconds, 4, compiled, label))
+        runtime.after_step()
+    return seen
 
 
-def test_auto_policy_can_keep_eager_and_restores_the_users_optimizer():
+def runtime_with_timer():
+    from sagemaker_tc.compiler.steps import StepTimer
+
+    timer = StepTimer()
+    return CompilerRuntime(timer=timer)
+
+
+def test_fallback_schedule_runs_eager_baseline_then_compiled():
+    model = small_bert()
+    runtime = runtime_with_timer()
+    runtime.attach(model, TrainingCompilerConfig(plan="regional", baseline_steps=2))
+    timeline = [(0.5, False), (0.2, False), (9.0, True), (0.1, False), (0.2, False), (0.1, False), (0.1, False)]
+    labels = drive(runtime, timeline)
+    assert labels == ["eager", "eager"] + ["regional"] * 5
+    assert runtime.eager_step_seconds() == 0.2  # the first eager step is warm-up
+    assert runtime.trials()[1]["steady_step_seconds"] == 0.1 and runtime.trials()[1]["variant"] == "compiled"
+    assert runtime.final_label() == "regional" and runtime.active == "regional"
+
+
+def test_auto_plan_tries_plans_cheapest_first_and_keeps_the_lowest_projection():
+    """plan="auto" on a long job (10,000 steps, this CPU's priors): eager measured; regional, model and
+    step each tried because its best plausible step (eager / the prior's largest speedup) still beat
+    the best measured one; the lowest projection is kept, and its optimizer switch with it."""
     model = small_bert()
     optimizer = torch.optim.AdamW(model.parameters(), foreach=True)
-    runtime = CompilerRuntime()
-    runtime.attach(model, TrainingCompilerConfig(policy="auto"))
+    runtime = runtime_with_timer()
+    runtime.attach(model, TrainingCompilerConfig(expected_steps=10_000))
+    runtime.set_job_length(10_000, "expected_steps")
     runtime.track_optimizer(optimizer)
-    times = {"eager": 0.5, "eager+fused": 0.6, "compiled": 0.9, "compiled+fused": 0.8}
-    for _ in range(14):
-        label = runtime.current_label()
-        runtime.on_step_end(StepRecord(times[label], 4, False, label))
-    assert runtime.final_label() == "eager" and not runtime.compiled_active
-    assert optimizer.param_groups[0]["fused"] is None and optimizer.param_groups[0]["foreach"] is True
+    timeline = {
+        "steps": 5 + 6 * 3 + 4,
+        "eager": [(0.9, False)] + [(1.0, False)] * 4,
+        "regional": [(12.0, True), (1.2, True)] + [(0.99, False)] * 4,  # < 1 / 1.05: model may still win
+        "model": [(30.0, True)] + [(0.97, False)] * 5,  # > 1 / 1.05: step may still win
+        "step": [(25.0, True)] + [(0.7, False)] * 9,
+    }
+    seen = drive(runtime, timeline)
+    assert seen[:5] == ["eager"] * 5 and seen[5:11] == ["regional"] * 6
+    assert seen[11:17] == ["model"] * 6 and seen[17:23] == ["step"] * 6 and set(seen[23:]) == {"step"}
+    trials = {t["plan"]: t for t in runtime.trials()}
+    assert trials["eager"]["steady_step_seconds"] == 1.0 and trials["step"]["steady_step_seconds"] == 0.7
+    assert trials["regional"]["compile_seconds"] == pytest.approx((12.0 - 0.99) + (1.2 - 0.99))
+    assert runtime.final_label() == "step" and runtime.decision["chosen"] == "step"
+    assert runtime.decision["remaining_steps"] == 10_000 - 23
+    assert optimizer.param_groups[0]["fused"] is True  # the step plan's update: the fused kernel on CPU
+    runtime.detach()
+    assert optimizer.param_groups[0]["fused"] is None and optimizer.param_groups[0]["foreach"] is True  # as built
+
+
+def test_auto_plan_keeps_eager_when_no_plan_can_pay_off_in_the_steps_left():
+    model = small_bert()
+    runtime = runtime_with_timer()
+    runtime.attach(model, TrainingCompilerConfig())
+    runtime.set_job_length(40, "Trainer max_steps")
+    seen = drive(runtime, [(0.5, False)] * 12)
+    assert seen == ["eager"] * 12 and runtime.final_label() == "eager"
+    assert runtime.decision["chosen"] == "eager" and runtime.decision["decided_at_step"] == 5
+    assert runtime.decision["reason"].startswith("eager for the remaining 35 steps: lowest projected time")
+    assert runtime.trials() == [
+        {"plan": "eager", "variant": "eager", "steady_step_seconds": 0.5, "compile_seconds": None}
+    ]
 
 
 def test_a_models_own_error_under_compile_is_raised_not_taken_for_a_compiler_failure():
@@ -99,7 +116,7 @@ def test_a_models_own_error_under_compile_is_raised_not_taken_for_a_compiler_fai
     runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         model(torch.ones(2, 5))
-    assert runtime.fallback_reason is None and runtime.compiled_active
+    assert runtime.fallback_reason is None and runtime.active == "model"
 
 
 def _no_cxx(tmp_path):
@@ -119,7 +136,7 @@ def test_in_process_fallback_when_the_compiler_cannot_build(tmp_path, monkeypatc
         runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
         with pytest.warns(UserWarning, match="training continues eager"):
             step(model, optimizer)
-        assert "No working C++ compiler" in runtime.fallback_reason and not runtime.compiled_active
+        assert "No working C++ compiler" in runtime.fallback_reason and runtime.active == "eager"
         step(model, optimizer)  # later steps run eagerly
 
         strict = CompilerRuntime()
@@ -146,7 +163,7 @@ def loop_job(tmp_path, tiny_bert_dir, config, environment):
 
 @pytest.mark.slow
 def test_job_without_a_cxx_compiler_trains_uncompiled_and_says_why(tmp_path, tiny_bert_dir, capsys):
-    estimator, channels = loop_job(tmp_path, tiny_bert_dir, TrainingCompilerConfig(), _no_cxx(tmp_path))
+    estimator, channels = loop_job(tmp_path, tiny_bert_dir, TrainingCompilerConfig(plan="regional"), _no_cxx(tmp_path))
     estimator.fit(channels)
     log = capsys.readouterr().out
     job = estimator.latest_training_job
@@ -164,7 +181,7 @@ def test_job_without_a_cxx_compiler_trains_uncompiled_and_says_why(tmp_path, tin
 
 @pytest.mark.slow
 def test_strict_policy_fails_the_job_with_the_compiler_error(tmp_path, tiny_bert_dir):
-    config = TrainingCompilerConfig(policy="strict", baseline_steps=0)
+    config = TrainingCompilerConfig(plan="regional", policy="strict", baseline_steps=0)
     estimator, channels = loop_job(tmp_path, tiny_bert_dir, config, _no_cxx(tmp_path))
     with pytest.raises(TrainingJobFailedError) as failed:
         estimator.fit(channels)
@@ -178,7 +195,7 @@ def test_debug_mode_writes_graph_breaks_recompiles_and_compile_times(tmp_path):
         "graph_break_loop.py",
         source_dir=str(REPO / "tests" / "assets"),
         instance_type="local_process",
-        compiler_config=TrainingCompilerConfig(debug=True, baseline_steps=0, dynamic=False),
+        compiler_config=TrainingCompilerConfig(plan="regional", debug=True, baseline_steps=0, dynamic=False),
         output_path=str(tmp_path / "out"),
     )
     estimator.fit()

@@ -118,6 +118,25 @@ def test_report_of_an_auto_job_that_kept_eager_says_why():
     assert report["compiled"] is False and report["break_even_steps"] is None
     assert (
         report["fallback_reason"]
-        == "policy='auto' kept eager: it measured fastest (eager 1 s/step, compiled 1.2 s/step)"
+        == "plan='auto' kept eager: it measured fastest (eager 1 s/step, compiled 1.2 s/step)"
     )
     assert report["recompile_limit_hit"] is True
+
+
+def test_report_of_an_auto_job_too_short_to_decide_says_so():
+    summary = summarize([StepRecord(1.0, 8, False, "eager")] * 3, "eager")
+    report = build_report(
+        TrainingCompilerConfig(),
+        JobFacts(
+            steps=summary,
+            dynamo=DynamoStats(),
+            variant="eager",
+            plan="eager",
+            plan_decision={"requested": "auto", "decision": None},
+            trials=[{"plan": "eager", "variant": "eager", "steady_step_seconds": 1.0}],
+        ),
+    )
+    assert report["compiled"] is False and report["plan"] == "eager"
+    assert report["fallback_reason"] == (
+        "plan='auto' kept eager: the job ended after 3 step(s), during plan='auto''s eager steps, before any decision"
+    )

@@ -26,7 +26,7 @@ def test_regional_compile_targets_the_transformer_layers_in_place():
     keys = list(model.state_dict())
     blocks = find_repeated_blocks(model)
     assert [type(b).__name__ for b in blocks] == ["BertLayer"] * 3
-    plan = CompilerRuntime().attach(model, TrainingCompilerConfig())
+    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
     assert (plan.regional, plan.block_class, plan.num_regions) == (True, "BertLayer", 3)
     assert all(block._compiled_call_impl is not None for block in blocks)
     assert model._compiled_call_impl is None
@@ -37,7 +37,7 @@ def test_whole_model_compile_when_regional_is_off():
     from sagemaker_tc.compiler.runtime import CompilerRuntime
 
     model = tiny_bert()
-    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(regional=False))
+    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(regional=False, baseline_steps=0))
     assert (plan.regional, plan.num_regions) == (False, 1)
     assert model._compiled_call_impl is not None
 
@@ -77,8 +77,8 @@ def test_compile_model_follows_the_estimator_inside_a_job(monkeypatch):
     assert all(m._compiled_call_impl is None for m in in_job.modules())
     current_session().close()  # the job process ends; a laptop process starts without a session
     monkeypatch.delenv("SM_TRAINING_ENV")
-    outside = sagemaker_tc.compile_model(tiny_bert())
-    assert any(m._compiled_call_impl is not None for m in outside.modules())
+    sagemaker_tc.compile_model(tiny_bert())
+    assert current_session().runtime.prepared_plans() == ["regional", "model", "step"]  # plan="auto": all three
 
 
 def test_report_command_finds_reports_and_names_what_is_not_one(tmp_path, capsys):

@@ -112,7 +112,12 @@ def _epoch(tmp_path, tiny_bert_dir, config, **hyperparameters):
 
 @pytest.mark.slow
 def test_one_sst2_epoch_with_dynamic_padding_compiles_at_most_one_graph_per_bucket(tmp_path, tiny_bert_dir):
-    report, results = _epoch(tmp_path, tiny_bert_dir, TrainingCompilerConfig(buckets=[16, 32, 64]), epochs=1)
+    report, results = _epoch(
+        tmp_path,
+        tiny_bert_dir,
+        TrainingCompilerConfig(plan="regional", buckets=[16, 32, 64], baseline_steps=0),
+        epochs=1,
+    )
     assert report["steps"] == 200  # 6,400 SST-2 rows / 32
     used = [int(length) for length in report["shapes"]["batches_per_length"]]
     assert set(used) <= {16, 32, 64} and sum(report["shapes"]["batches_per_length"].values()) == 200
@@ -126,7 +131,7 @@ def test_one_sst2_epoch_with_dynamic_padding_compiles_at_most_one_graph_per_buck
 
 @pytest.mark.slow
 def test_unbucketed_static_shapes_hit_the_recompile_limit_and_say_so(tmp_path, tiny_bert_dir, capsys):
-    config = TrainingCompilerConfig(buckets=None, dynamic=False, baseline_steps=0)
+    config = TrainingCompilerConfig(plan="regional", buckets=None, dynamic=False, baseline_steps=0)
     report, _ = _epoch(tmp_path, tiny_bert_dir, config, max_steps=20)
     log = capsys.readouterr().out
     assert report["shapes"] is None

@@ -380,7 +380,12 @@ def test_hf_trainer_job_with_auto_batch_trains_with_the_found_batch_and_scaled_l
     from test_shapes import _epoch
 
     config = TrainingCompilerConfig(
-        batch_size="auto", memory_budget_gib=0.03125, tune_seq_len=64, max_batch_size=256, baseline_steps=0
+        plan="regional",
+        batch_size="auto",
+        memory_budget_gib=0.03125,
+        tune_seq_len=64,
+        max_batch_size=256,
+        baseline_steps=0,
     )
     report, results = _epoch(tmp_path, tiny_bert_dir, config, train_batch_size=8, learning_rate=1e-4, max_steps=20)
     log = capsys.readouterr().out
@@ -406,7 +411,7 @@ def test_hf_trainer_job_with_auto_batch_trains_with_the_found_batch_and_scaled_l
 def test_a_tuned_max_steps_inside_the_baseline_is_reported_uncompiled(tmp_path, tiny_bert_dir, capsys):
     from test_shapes import _epoch
 
-    config = TrainingCompilerConfig(batch_size=32)  # 12 steps of 8 -> 3 steps of 32 = baseline_steps
+    config = TrainingCompilerConfig(plan="regional", batch_size=32)  # 12 steps of 8 -> 3 of 32 = baseline_steps
     report, _ = _epoch(tmp_path, tiny_bert_dir, config, train_batch_size=8, max_steps=12)
     log = capsys.readouterr().out
     assert report["batch_tuning"]["max_steps"] == {"before": 12, "after": 3} and report["steps"] == 3

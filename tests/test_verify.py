@@ -109,19 +109,37 @@ def test_suite_model_trains_the_same_compiled(name):
     assert result.passed
     assert result.steps == 20 and len(result.eager_losses) == len(result.compiled_losses) == 20
     assert result.max_rel_diff <= 1e-4
-    assert result.max_rel_diff == max(result.rel_diffs)
+    assert result.max_rel_diff == max(result.rel_diffs) and result.max_param_diff <= 1e-5
     assert result.compiled_regions >= 2  # each tiny model's 2 transformer blocks (t5: 2 + 2)
     assert all(math.isfinite(loss) for loss in result.eager_losses + result.compiled_losses)
     # It really trained: the loss moves across steps (different batches, AdamW updates).
     assert len(set(result.eager_losses)) > 1
 
 
+@pytest.mark.parametrize("plan", ["model", "step"])
+@pytest.mark.parametrize("name", ["bert-base-uncased", "gpt2", "t5-base"])
+def test_each_plan_trains_like_eager(name, plan):
+    """The whole-model and whole-step plans: 20 AdamW steps, fp32, dropout off, per-step losses within
+    1e-4 relative of eager and every parameter within 1e-5 after the last step (the regional plan:
+    test_suite_model_trains_the_same_compiled)."""
+    from sagemaker_tc.bench.verify import verify_config, verify_suite_model
+
+    result = verify_suite_model(name, "tiny", batch_size=2, seq_len=16, steps=20, config=verify_config(plan=plan))
+
+    assert result.passed and result.plan == plan
+    assert result.max_rel_diff <= 1e-4 and result.max_param_diff <= 1e-5
+    assert result.compiled_regions == 1 and result.new_graphs >= 1  # the whole model, really compiled
+    assert len(set(result.eager_losses)) > 1
+
+
 def test_cli_verify_suite_model_prints_losses_and_writes_json(tmp_path, capsys):
-    """`sagemaker-tc verify --model gpt2` prints each step's losses and PASS, exits 0, writes JSON."""
+    """`sagemaker-tc verify --model gpt2 --plan regional` prints each step's losses and PASS, exits 0,
+    writes JSON."""
     out = tmp_path / "verify.json"
 
     code = main(
         ["verify", "--model", "gpt2", "--size", "tiny", "--seq-len", "16", "--batch-size", "2", "--json", str(out)]
+        + ["--plan", "regional"]
     )
 
     printed = capsys.readouterr().out
@@ -130,14 +148,16 @@ def test_cli_verify_suite_model_prints_losses_and_writes_json(tmp_path, capsys):
     assert printed.count("\n") >= 20 + 3
     data = json.loads(out.read_text())
     assert data["passed"] is True and data["steps"] == 20 and len(data["compiled_losses"]) == 20
-    assert data["config"]["backend"] == "inductor" and data["config"]["regional"] is True
+    assert data["config"]["backend"] == "inductor" and data["config"]["plan"] == "regional"
+    assert data["plan"] == "regional" and data["max_param_diff"] <= data["param_atol"]
 
 
 def test_user_script_with_loss_fn_passes_and_leaves_model_untouched(script):
     """--script PATH:FUNCTION returning (model, batch, loss_fn) verifies; the user's model is not trained."""
     import torch
 
-    from sagemaker_tc.bench.verify import load_script, verify_training
+    from sagemaker_tc.bench.verify import verify_training
+    from sagemaker_tc.bench.verify_script import load_script
 
     model, batches, loss_fn = load_script(f"{script}:build_ok")
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -150,7 +170,7 @@ def test_user_script_with_loss_fn_passes_and_leaves_model_untouched(script):
 
 def test_diverging_compiled_model_fails_with_named_error(script, capsys):
     """A model whose compiled graph computes differently fails: NumericalMismatchError, exit 1, losses printed."""
-    from sagemaker_tc.bench.verify import verify_script
+    from sagemaker_tc.bench.verify_script import verify_script
 
     with pytest.raises(NumericalMismatchError) as caught:
         verify_script(f"{script}:build_diverging", steps=20)
@@ -169,7 +189,7 @@ def test_diverging_compiled_model_fails_with_named_error(script, capsys):
 def test_randomness_verify_cannot_remove_is_refused(script):
     """Functional dropout (not an nn.Dropout module) makes eager non-deterministic: a named error, no compile."""
     from sagemaker_tc.bench.errors import ModelNotDeterministicError
-    from sagemaker_tc.bench.verify import verify_script
+    from sagemaker_tc.bench.verify_script import verify_script
 
     with pytest.raises(ModelNotDeterministicError, match="two eager forward passes"):
         verify_script(f"{script}:build_noisy")
@@ -187,7 +207,7 @@ def test_randomness_verify_cannot_remove_is_refused(script):
 )
 def test_bad_script_targets_raise_script_load_error(script, target, message):
     """Bad --script targets raise ScriptLoadError saying what is accepted."""
-    from sagemaker_tc.bench.verify import load_script
+    from sagemaker_tc.bench.verify_script import load_script
 
     with pytest.raises(ScriptLoadError) as caught:
         load_script(target.format(script=script))

@@ -28,6 +28,11 @@ def split_names(values: list[str] | None) -> list[str] | None:
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Register ``bench`` and ``verify`` on the ``sagemaker-tc`` command's subparsers."""
+    _add_bench_parser(commands)
+    _add_verify_parser(commands)
+
+
+def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser(
         "bench",
         help="eager vs eager-tuned vs sagemaker-tc vs HF torch_compile, side by side",
@@ -61,15 +66,24 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         type=float,
         help="seconds for the whole run: later variants get the time left, then are recorded as skipped",
     )
+    bench.add_argument(
+        "--job-steps",
+        type=int,
+        default=10_000,
+        help="the job length the sagemaker-tc variant's plan='auto' plans for (default 10000)",
+    )
     bench.add_argument("--data", type=Path, help="SST-2 TSV file or folder (default: examples/sst2/data)")
     bench.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     bench.add_argument("--name", default="bench", help="output file stem: NAME.json, NAME.md, NAME.png")
 
+
+def _add_verify_parser(commands: argparse._SubParsersAction) -> None:
     verify = commands.add_parser(
         "verify",
         help="check that compiled training matches eager (per-step losses, fp32, dropout off)",
-        description="Train an eager and a sagemaker_tc.compile_model copy of the same model for --steps steps and "
-        "fail (exit 1, NumericalMismatchError) when any step's losses differ by more than --rtol, relative.",
+        description="Train an eager and a sagemaker_tc.compile_model copy of the same model for --steps steps, once "
+        "per compile plan, and fail (exit 1, NumericalMismatchError) when any step's losses differ by more than "
+        "--rtol, relative, or a parameter by more than --param-atol after the last step.",
     )
     target = verify.add_mutually_exclusive_group(required=True)
     target.add_argument("--model", help="a suite model, e.g. gpt2 or bert-base-uncased")
@@ -90,7 +104,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
     verify.add_argument("--seed", type=int, default=0)
     verify.add_argument("--mode", default="default", help="torch.compile mode for compile_model (default: default)")
-    verify.add_argument("--whole-model", action="store_true", help="compile the whole model instead of regions")
+    verify.add_argument(
+        "--plan", default="all", choices=("regional", "model", "step", "all"), help="compile plan(s) (default all)"
+    )
+    verify.add_argument("--whole-model", action="store_true", help="the same as --plan model (kept for old scripts)")
+    verify.add_argument(
+        "--param-atol", type=float, default=1e-5, help="largest absolute parameter difference (default 1e-5)"
+    )
     verify.add_argument("--json", type=Path, help="also write the result as JSON here")
 
 
@@ -127,6 +147,7 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
         timeout_s=options.timeout,
         time_budget_s=options.time_budget,
         data=options.data,
+        job_steps=options.job_steps,
     )
     require_outputs()
     check_inputs()
@@ -164,7 +185,7 @@ def exit_code(command: str, what: str, failed: list[str]) -> int:
 
 
 def _print_verify(result, stream: IO[str]) -> None:
-    print(f"verify {result.name}: {result.steps} steps, rtol {result.rtol:g}", file=stream)
+    print(f"verify {result.name}, plan {result.plan}: {result.steps} steps, rtol {result.rtol:g}", file=stream)
     print(f"{'step':>4}  {'eager loss':>14}  {'compiled loss':>14}  {'rel diff':>10}", file=stream)
     for step, (eager, compiled, diff) in enumerate(
         zip(result.eager_losses, result.compiled_losses, result.rel_diffs, strict=True)
@@ -173,7 +194,8 @@ def _print_verify(result, stream: IO[str]) -> None:
     verdict = "PASS" if result.passed else "FAIL"
     print(
         f"{verdict}: max relative difference {result.max_rel_diff:.3g} at step {result.worst_step} "
-        f"(rtol {result.rtol:g}); {result.compiled_regions} compiled region(s), "
+        f"(rtol {result.rtol:g}), max parameter difference {result.max_param_diff:.3g} "
+        f"(atol {result.param_atol:g}); {result.compiled_regions} compiled region(s), "
         f"compiled side {result.compiled_seconds:.1f} s incl. compile, eager {result.eager_seconds:.1f} s",
         file=stream,
     )
@@ -189,29 +211,46 @@ def run_verify_command(options: argparse.Namespace, stream: IO[str] | None = Non
         NumericalMismatchError: a step disagrees (after the losses are printed).
         BenchError: bad options or script.
     """
-    from sagemaker_tc.bench.verify import verify_config, verify_script, verify_suite_model
+    from sagemaker_tc.bench.verify import PLANS, verify_config, verify_suite_model
+    from sagemaker_tc.bench.verify_script import verify_script
 
-    config = verify_config(mode=options.mode, regional=not options.whole_model)
-    common = {"steps": options.steps, "rtol": options.rtol, "lr": options.lr, "seed": options.seed, "config": config}
+    plans = ["model"] if options.whole_model else (list(PLANS) if options.plan == "all" else [options.plan])
     out = stream or sys.stdout
+    results = []
     try:
-        if options.model:
-            result = verify_suite_model(
-                options.model,
-                options.size,
-                batch_size=options.batch_size,
-                seq_len=options.seq_len,
-                device=options.device,
-                **common,
-            )
-        else:
-            result = verify_script(options.script, **common)
+        for plan in plans:
+            common = {
+                "steps": options.steps,
+                "rtol": options.rtol,
+                "param_atol": options.param_atol,
+                "lr": options.lr,
+                "seed": options.seed,
+                "config": verify_config(mode=options.mode, plan=plan),
+            }
+            if options.model:
+                result = verify_suite_model(
+                    options.model,
+                    options.size,
+                    batch_size=options.batch_size,
+                    seq_len=options.seq_len,
+                    device=options.device,
+                    **common,
+                )
+            else:
+                result = verify_script(options.script, **common)
+            _print_verify(result, out)
+            results.append(result)
     except NumericalMismatchError as error:
         _print_verify(error.result, out)
-        if options.json:
-            options.json.write_text(json.dumps(error.result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        _write_verify_json(options.json, [*results, error.result])
         raise
-    _print_verify(result, out)
-    if options.json:
-        options.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    _write_verify_json(options.json, results)
     return 0
+
+
+def _write_verify_json(path: Path | None, results: list) -> None:
+    """One result as its dict (as before plans), several as ``{"results": [...]}``."""
+    if path is None:
+        return
+    data = results[0].to_dict() if len(results) == 1 else {"results": [r.to_dict() for r in results]}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

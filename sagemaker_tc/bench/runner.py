@@ -32,7 +32,7 @@ from sagemaker_tc.bench import hardware, rows
 from sagemaker_tc.bench.data import minilm_tokenizer_path, tokenize_sst2
 from sagemaker_tc.bench.errors import BenchError
 from sagemaker_tc.bench.suite import SUITE, check_seq_len, check_size, get_spec
-from sagemaker_tc.bench.variants import BASELINE, VARIANTS, check_variant
+from sagemaker_tc.bench.variants import BASELINE, DEFAULT_JOB_STEPS, VARIANTS, check_variant
 from sagemaker_tc.bench.worker import WorkerSpec
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class BenchOptions:
             prepared GPU run ends in time and still writes its files).
         data: SST-2 TSV file or folder (None: the repository's shipped slice).
         seed: torch seed before building each model.
+        job_steps: the job length the ``sagemaker-tc`` variant's ``plan="auto"`` plans for.
     """
 
     models: tuple[str, ...]
@@ -90,6 +91,13 @@ class BenchOptions:
     time_budget_s: float | None = None
     data: Path | None = None
     seed: int = 0
+    job_steps: int = DEFAULT_JOB_STEPS
+
+
+def _check_job_steps(job_steps: int) -> int:
+    if isinstance(job_steps, bool) or not isinstance(job_steps, int) or job_steps < 1:
+        raise BenchError(f"job_steps must be a positive int (the job length plan='auto' plans for), got {job_steps!r}")
+    return job_steps
 
 
 def _check_choice(what: str, value: str, accepted: Sequence[str]) -> str:
@@ -123,6 +131,7 @@ def resolve_options(
     time_budget_s: float | None = None,
     data: str | Path | None = None,
     seed: int = 0,
+    job_steps: int = DEFAULT_JOB_STEPS,
 ) -> BenchOptions:
     """Check every bench option and fill the defaults, before any model is built.
 
@@ -197,6 +206,7 @@ def resolve_options(
         time_budget_s=time_budget_s,
         data=Path(data) if data is not None else None,
         seed=seed,
+        job_steps=_check_job_steps(job_steps),
     )
 
 
@@ -289,6 +299,7 @@ def run_variant_process(
         device=options.device,
         data_path=str(data_path),
         seed=options.seed,
+        job_steps=options.job_steps,
     )
     if options.cache_dir is not None:
         cache_dir = options.cache_dir / model / variant

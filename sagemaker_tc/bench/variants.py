@@ -7,9 +7,12 @@
 - ``eager-tuned``: eager plus the two switches a careful user flips: SDPA attention asked for
   explicitly, and ``AdamW(fused=True)`` where torch has a fused kernel for the device (CUDA, CPU
   since torch 2.4; else foreach, recorded).
-- ``sagemaker-tc``: eager-tuned, then ``sagemaker_tc.compile_model(model, config=TrainingCompilerConfig())``:
-  regional compilation (each repeated block, in place) with TorchInductor, from the first step
-  (:func:`sagemaker_tc_config`).
+- ``sagemaker-tc``: eager-tuned, then ``sagemaker_tc.compile_model(model, config=TrainingCompilerConfig(
+  expected_steps=N))``: the default config, so ``plan="auto"`` measures eager and the plans that can
+  pay off in a job of N steps (:data:`DEFAULT_JOB_STEPS`) and keeps one; the worker times the steps
+  after that decision.
+- ``sagemaker-tc-regional``, ``-model``, ``-step``: eager-tuned compiled by one plan from the first
+  step (:func:`sagemaker_tc_config`).
 - ``hf-torch-compile``: what ``Trainer(args=TrainingArguments(torch_compile=True))`` does. transformers
   (``TrainingArguments.__post_init__``, "Torch Compile" section) sets ``torch_compile_backend="inductor"``;
   ``Trainer.create_accelerator_and_postprocess`` builds ``TorchDynamoPlugin(backend="inductor",
@@ -32,7 +35,14 @@ if TYPE_CHECKING:
     import torch
 
 VARIANTS: tuple[str, ...] = ("eager", "eager-tuned", "sagemaker-tc", "hf-torch-compile")
+"""The variants a bench runs by default."""
+PLAN_VARIANTS: tuple[str, ...] = ("sagemaker-tc-regional", "sagemaker-tc-model", "sagemaker-tc-step")
+"""One compile plan each, from the first step (``--variants`` names them)."""
+ALL_VARIANTS: tuple[str, ...] = VARIANTS + PLAN_VARIANTS
 BASELINE = "eager"
+DEFAULT_JOB_STEPS = 10_000
+"""The job length the ``sagemaker-tc`` variant tells ``plan="auto"`` (a fine-tuning job's order of
+magnitude: the bench itself times only a few steps)."""
 LEARNING_RATE = 5e-5
 """Transformers ``TrainingArguments.learning_rate``'s default; it does not change step time."""
 
@@ -91,15 +101,15 @@ def compiled_regions(model: torch.nn.Module) -> int:
 
 
 def check_variant(variant: str) -> str:
-    """Return ``variant`` if it is one of :data:`VARIANTS`.
+    """Return ``variant`` if it is one of :data:`ALL_VARIANTS`.
 
     Raises:
         BenchError: any other name (the message lists the accepted ones).
     """
     from sagemaker_tc.bench.errors import BenchError
 
-    if variant not in VARIANTS:
-        raise BenchError(f"unknown variant {variant!r}; accepted: {', '.join(VARIANTS)}")
+    if variant not in ALL_VARIANTS:
+        raise BenchError(f"unknown variant {variant!r}; accepted: {', '.join(ALL_VARIANTS)}")
     return variant
 
 
@@ -112,11 +122,11 @@ def build(variant: str, name: str, size: str, device: torch.device) -> torch.nn.
     """
     from sagemaker_tc.bench.suite import build_model
 
-    tuned = check_variant(variant) in ("eager-tuned", "sagemaker-tc")
+    tuned = check_variant(variant) == "eager-tuned" or variant.startswith("sagemaker-tc")
     return build_model(name, size, attn_implementation="sdpa" if tuned else None).to(device)
 
 
-def finish(variant: str, model: torch.nn.Module) -> PreparedVariant:
+def finish(variant: str, model: torch.nn.Module, job_steps: int = DEFAULT_JOB_STEPS) -> PreparedVariant:
     """Give a :func:`build` model its optimizer and compile it as ``variant`` prescribes (see the
     module docstring).
 
@@ -134,10 +144,14 @@ def finish(variant: str, model: torch.nn.Module) -> PreparedVariant:
         "compile": None,
         "compiled_regions": 0,
     }
-    if variant == "sagemaker-tc":
+    if variant.startswith("sagemaker-tc"):
         from sagemaker_tc import compile_model
+        from sagemaker_tc.config import TrainingCompilerConfig
 
-        config = sagemaker_tc_config()
+        if variant == "sagemaker-tc":  # the default config; the job's length for plan="auto"
+            config = TrainingCompilerConfig(expected_steps=job_steps)
+        else:
+            config = sagemaker_tc_config(plan=variant.removeprefix("sagemaker-tc-"))
         compile_model(model, config=config)
         details["compile"] = f"sagemaker_tc.compile_model(model, config={config!r})"
         details["compiled_regions"] = compiled_regions(model)

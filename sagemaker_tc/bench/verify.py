@@ -1,9 +1,11 @@
 """``sagemaker-tc verify``: does the compiled model train like the eager one?
 
 Two copies of the same model (same weights, dropout off, fp32) train on the same batches with the
-same optimizer for N steps: one eager, one compiled in place by ``sagemaker_tc.compile_model``.
-Every step's loss must agree within a relative tolerance (default 1e-4):
-``|loss_compiled - loss_eager| / |loss_eager| <= rtol``. Dropout is off because eager and
+same optimizer for N steps: one eager, one compiled in place by ``sagemaker_tc.compile_model`` under
+one compile plan (``regional``, ``model`` or ``step``: :func:`verify_plans` runs each). Every step's
+loss must agree within a relative tolerance (default 1e-4):
+``|loss_compiled - loss_eager| / |loss_eager| <= rtol``, and after the last step every parameter
+within an absolute tolerance (default 1e-5). Dropout is off because eager and
 Inductor draw different random numbers (``shared/design/ARCHITECTURE.md``, compiler facts).
 
 Three entry points: :func:`verify_training` (any model and batches), :func:`verify_suite_model`
@@ -13,18 +15,16 @@ Imports torch lazily.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import importlib
-import importlib.util
 import logging
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError, ScriptLoadError
+from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError
 from sagemaker_tc.compiler.loss import compute_loss
 
 if TYPE_CHECKING:
@@ -36,7 +36,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 20
 DEFAULT_RTOL = 1e-4
+DEFAULT_PARAM_ATOL = 1e-5
 DEFAULT_LR = 1e-4
+PLANS = ("regional", "model", "step")
 LossFn = Callable[[Any, Any], Any]
 """``loss_fn(model, batch) -> scalar tensor``: runs the forward pass and returns the loss."""
 
@@ -62,6 +64,9 @@ class VerifyResult:
         eager_seconds: wall time of the eager side's steps, s.
         compiled_seconds: wall time of the compiled side's steps including compilation, s.
         config: the ``TrainingCompilerConfig`` used, as a dict.
+        plan: the compile plan the compiled side ran.
+        max_param_diff: the largest absolute difference of a parameter after the last step.
+        param_atol: the accepted ``max_param_diff``.
     """
 
     name: str
@@ -79,6 +84,9 @@ class VerifyResult:
     eager_seconds: float
     compiled_seconds: float
     config: dict[str, Any] = field(default_factory=dict)
+    plan: str | None = None
+    max_param_diff: float = 0.0
+    param_atol: float = DEFAULT_PARAM_ATOL
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -139,7 +147,7 @@ def _check_deterministic(model: torch.nn.Module, batch: Any, loss_fn: LossFn, rt
 def verify_config(**fields: Any) -> TrainingCompilerConfig:
     """The compile config verify uses by default: ``TrainingCompilerConfig(**fields)`` compiling from
     the first step, with ``policy="strict"`` (a compiler failure must fail the check, not fall back
-    to eager and pass trivially).
+    to eager and pass trivially) and ``plan="regional"`` unless ``fields`` name the plan.
 
     Raises:
         ConfigError: a field or value the installed config does not accept.
@@ -147,6 +155,8 @@ def verify_config(**fields: Any) -> TrainingCompilerConfig:
     from sagemaker_tc.bench.variants import sagemaker_tc_config
 
     fields.setdefault("policy", "strict")
+    if "regional" not in fields:
+        fields.setdefault("plan", "regional")  # verify compares one plan; plan="auto" could keep eager
     return sagemaker_tc_config(**fields)
 
 
@@ -162,8 +172,10 @@ def verify_training(
     config: TrainingCompilerConfig | None = None,
     name: str = "model",
     raise_on_mismatch: bool = True,
+    param_atol: float = DEFAULT_PARAM_ATOL,
 ) -> VerifyResult:
-    """Train an eager copy and a compiled copy of ``model`` and compare their per-step losses.
+    """Train an eager copy and a compiled copy of ``model``; compare their per-step losses and their
+    parameters after the last step.
 
     ``model`` itself is left untouched: both sides are ``copy.deepcopy`` copies, put in training
     mode with every dropout module's ``p`` set to 0; the compiled copy goes through
@@ -182,6 +194,7 @@ def verify_training(
         config: the compile config (default :func:`verify_config`: Inductor, regional, from the first step).
         name: what to call the model in messages and the result.
         raise_on_mismatch: raise on a mismatch (True) or just return the failed result.
+        param_atol: largest accepted absolute difference of any parameter after the last step.
 
     Returns:
         A :class:`VerifyResult`.
@@ -189,38 +202,27 @@ def verify_training(
     Raises:
         BenchError: ``steps`` < 1, ``rtol`` < 0, no batches, or no loss in the model's output.
         ModelNotDeterministicError: the eager model is not deterministic in train mode.
-        NumericalMismatchError: some step's losses differ by more than ``rtol`` (its ``result``
-            holds both curves).
+        NumericalMismatchError: some step's losses differ by more than ``rtol``, or a parameter by
+            more than ``param_atol`` (its ``result`` holds both curves).
     """
     import torch
 
-    from sagemaker_tc import compile_model
     from sagemaker_tc.bench.variants import compiled_regions
     from sagemaker_tc.compiler.dynamo import dynamo_stats
 
-    if steps < 1:
-        raise BenchError(f"steps must be >= 1 (got {steps})")
-    if rtol < 0:
-        raise BenchError(f"rtol must be >= 0 (got {rtol})")
-    if not batches:
-        raise BenchError("verify needs at least one batch")
+    _check_arguments(steps, rtol, batches)
     loss_fn = loss_fn or compute_loss
     config = config or verify_config()
-    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
-    zeroed = 0
-    for side in (eager, compiled):
-        side.train()
-        zeroed = disable_dropout(side)
-    _check_deterministic(eager, batches[0], loss_fn, rtol)
-    eager.load_state_dict(compiled.state_dict())  # undo any buffer update (e.g. BatchNorm) of the check
-
+    eager, compiled, zeroed = _two_sides(model, batches[0], loss_fn, rtol)
     torch.manual_seed(seed)
     eager_losses, eager_seconds = train_losses(eager, batches, steps=steps, lr=lr, loss_fn=loss_fn)
-    compile_model(compiled, config=config)
     graphs_before = dynamo_stats().graphs
-    torch.manual_seed(seed)
-    compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
-
+    with _compiled(compiled, config) as regions:
+        torch.manual_seed(seed)
+        compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
+        regions.append(compiled_regions(compiled))
+    pairs = zip(compiled.parameters(), eager.parameters(), strict=True)
+    param_diff = max(float((a.detach() - b.detach()).abs().max()) for a, b in pairs)
     diffs = [_relative(c, e) for c, e in zip(compiled_losses, eager_losses, strict=True)]
     worst = max(range(steps), key=diffs.__getitem__)
     result = VerifyResult(
@@ -232,24 +234,93 @@ def verify_training(
         rel_diffs=diffs,
         max_rel_diff=diffs[worst],
         worst_step=worst,
-        passed=diffs[worst] <= rtol,
-        compiled_regions=compiled_regions(compiled),
+        passed=diffs[worst] <= rtol and param_diff <= param_atol,
+        compiled_regions=regions[0],
         new_graphs=dynamo_stats().graphs - graphs_before,
         dropout_modules_zeroed=zeroed,
         eager_seconds=eager_seconds,
         compiled_seconds=compiled_seconds,
         config=config.model_dump(),
+        plan=config.resolved_plan,
+        max_param_diff=param_diff,
+        param_atol=param_atol,
     )
     if result.compiled_regions == 0 and config.compiles:
         logger.warning("verify %s: compile_model compiled nothing, so the comparison proves nothing", name)
     logger.info("verify %s: max relative loss difference %.3g (step %d), rtol %.3g", name, diffs[worst], worst, rtol)
     if not result.passed and raise_on_mismatch:
-        raise NumericalMismatchError(
-            f"{name}: compiled and eager training disagree at step {worst}: loss {compiled_losses[worst]!r} "
-            f"(compiled) vs {eager_losses[worst]!r} (eager), relative difference {diffs[worst]:.3g} > rtol {rtol:g}",
+        raise _mismatch(result)
+    return result
+
+
+def _check_arguments(steps: int, rtol: float, batches: Sequence[Any]) -> None:
+    if steps < 1:
+        raise BenchError(f"steps must be >= 1 (got {steps})")
+    if rtol < 0:
+        raise BenchError(f"rtol must be >= 0 (got {rtol})")
+    if not batches:
+        raise BenchError("verify needs at least one batch")
+
+
+def _two_sides(model: Any, batch: Any, loss_fn: LossFn, rtol: float) -> tuple[Any, Any, int]:
+    """Two copies of ``model`` in training mode with dropout off, the same weights, checked to be
+    deterministic; returns ``(eager, compiled, dropout modules zeroed per copy)``."""
+    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
+    zeroed = 0
+    for side in (eager, compiled):
+        side.train()
+        zeroed = disable_dropout(side)
+    _check_deterministic(eager, batch, loss_fn, rtol)
+    eager.load_state_dict(compiled.state_dict())  # undo any buffer update (e.g. BatchNorm) of the check
+    return eager, compiled, zeroed
+
+
+def _mismatch(result: VerifyResult) -> NumericalMismatchError:
+    """The error for a failed result: the worst loss step, else the parameters."""
+    worst, name = result.worst_step, result.name
+    if result.max_rel_diff > result.rtol:
+        return NumericalMismatchError(
+            f"{name}: compiled and eager training disagree at step {worst}: loss {result.compiled_losses[worst]!r} "
+            f"(compiled) vs {result.eager_losses[worst]!r} (eager), relative difference {result.max_rel_diff:.3g} "
+            f"> rtol {result.rtol:g}",
             result,
         )
-    return result
+    return NumericalMismatchError(
+        f"{name}: after {result.steps} steps a parameter differs by {result.max_param_diff:.3g} between compiled and "
+        f"eager training (> param_atol {result.param_atol:g}), though every loss agreed",
+        result,
+    )
+
+
+@contextlib.contextmanager
+def _compiled(model: torch.nn.Module, config: TrainingCompilerConfig) -> Iterator[list[int]]:
+    """``compile_model(model, config)`` in a compiler session of its own (one plan per session; the
+    process's own session, when one is open, is used as it is), closed after the block."""
+    from sagemaker_tc import compile_model
+    from sagemaker_tc.compiler.session import CompilerSession, current_session
+
+    own = CompilerSession(config).open() if current_session() is None else None
+    try:
+        compile_model(model, config=config)
+        yield []
+    finally:
+        if own is not None:
+            own.close()
+
+
+def verify_plans(model: torch.nn.Module, batches: Sequence[Any], plans: Sequence[str] = PLANS, **kwargs: Any):
+    """:func:`verify_training` once per compile plan (``plans``; default all three), each with
+    :func:`verify_config`'s other settings; returns the results in order.
+
+    Raises:
+        NumericalMismatchError: a plan's losses or parameters disagree (the first that does).
+    """
+    config = kwargs.pop("config", None)
+    fields = config.model_dump() if config is not None else {}
+    fields.pop("regional", None)
+    return [
+        verify_training(model, batches, config=verify_config(**{**fields, "plan": plan}), **kwargs) for plan in plans
+    ]
 
 
 def verify_suite_model(
@@ -290,79 +361,3 @@ def verify_suite_model(
     model = build_model(name, size, dropout=False).to(device)
     batches = make_batches(model, name, tokens, batch_size, device)
     return verify_training(model, batches, name=f"{name} ({size})", **kwargs)
-
-
-def load_script(target: str) -> tuple[torch.nn.Module, list[Any], LossFn | None]:
-    """Load ``"path/to/file.py:function"`` (or ``"package.module:function"``), call the function
-    with no arguments, and return what it built.
-
-    The function returns one of:
-
-    - ``(model, batch)``: the batch is repeated every step;
-    - ``(model, batch, loss_fn)``: ``loss_fn(model, batch) -> scalar loss`` computes the loss;
-    - a dict with ``"model"``, ``"batch"`` or ``"batches"`` (a list, cycled), and optionally ``"loss_fn"``.
-
-    Without ``loss_fn`` the loss is :func:`~sagemaker_tc.compiler.loss.compute_loss`'s. Seed torch inside
-    the function if its randomness matters; verify copies the model, so it is built once.
-
-    Raises:
-        ScriptLoadError: bad ``target``, missing file/module/function, the function raised, or it
-            returned something else.
-    """
-    import torch
-
-    path_part, sep, function_name = target.rpartition(":")
-    if not sep or not path_part or not function_name.isidentifier():
-        raise ScriptLoadError(f"--script must be PATH.py:FUNCTION or MODULE:FUNCTION (got {target!r})")
-    if path_part.endswith(".py") or Path(path_part).exists():
-        path = Path(path_part).resolve()
-        if not path.is_file():
-            raise ScriptLoadError(f"script {path} does not exist")
-        module_name = f"_sagemaker_tc_verify_{abs(hash(str(path)))}"
-        module_spec = importlib.util.spec_from_file_location(module_name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ScriptLoadError(f"cannot load {path} as a Python module")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as error:
-            raise ScriptLoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
-    else:
-        try:
-            module = importlib.import_module(path_part)
-        except ImportError as error:
-            raise ScriptLoadError(f"cannot import module {path_part!r}: {error}") from error
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise ScriptLoadError(f"{path_part} has no function {function_name!r}")
-    try:
-        built = function()
-    except Exception as error:
-        raise ScriptLoadError(f"{target}() raised {type(error).__name__}: {error}") from error
-    loss_fn = None
-    if isinstance(built, Mapping):
-        model = built.get("model")
-        batches = built.get("batches") or ([built["batch"]] if "batch" in built else None)
-        loss_fn = built.get("loss_fn")
-    elif isinstance(built, tuple) and len(built) in (2, 3):
-        model, batches = built[0], [built[1]]
-        loss_fn = built[2] if len(built) == 3 else None
-    else:
-        model, batches = None, None
-    if not isinstance(model, torch.nn.Module) or not batches or (loss_fn is not None and not callable(loss_fn)):
-        raise ScriptLoadError(
-            f"{target}() must return (model, batch), (model, batch, loss_fn) or a dict with 'model', "
-            f"'batch' or 'batches', optional 'loss_fn'; got {type(built).__name__}"
-        )
-    return model, list(batches), loss_fn
-
-
-def verify_script(target: str, **kwargs: Any) -> VerifyResult:
-    """:func:`verify_training` on what ``target``'s function builds (see :func:`load_script`).
-
-    Raises:
-        ScriptLoadError: see :func:`load_script`; and what :func:`verify_training` raises.
-    """
-    model, batches, loss_fn = load_script(target)
-    return verify_training(model, batches, loss_fn=loss_fn, name=target, **kwargs)

@@ -43,6 +43,7 @@ class WorkerSpec:
         device: ``cpu`` or ``cuda``.
         data_path: JSON file of :class:`~sagemaker_tc.bench.data.TokenizedSST2`.
         seed: torch seed before building the model (same weights in every variant).
+        job_steps: the job length the ``sagemaker-tc`` variant's ``plan="auto"`` is told.
     """
 
     model: str
@@ -55,6 +56,7 @@ class WorkerSpec:
     device: str
     data_path: str
     seed: int = 0
+    job_steps: int = 10_000
 
 
 def run_variant(spec: WorkerSpec) -> dict[str, Any]:
@@ -90,7 +92,7 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     batches = make_batches(model, spec.model, data, spec.batch_size, device)
     # Counted before compiling, in every variant alike: one no-grad eager forward of one sample.
     flops_per_sample = measure.training_flops_per_sample(model, batches[0])
-    prepared = variants.finish(spec.variant, model)
+    prepared = variants.finish(spec.variant, model, spec.job_steps)
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=spec.dtype == "bf16")
     measure.reset_peak_memory(device)
     load_before = os.getloadavg()[0]
@@ -134,25 +136,46 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     }
 
 
+MAX_DECISION_STEPS = 60
+"""The ``sagemaker-tc`` variant's ``plan="auto"`` decides within its eager steps and three trials
+(5 + 3 x 6 steps); this many steps at most are run before timing starts."""
+
+
 def _train(prepared: Any, batches: list, spec: WorkerSpec, autocast: Any) -> tuple[list[StepRecord], list]:
     """``spec.steps`` timed training steps; returns the step records (read back after the last step)
-    and each step's loss (tensors, read after timing)."""
+    and each step's loss (tensors, read after timing). The ``sagemaker-tc`` variant (``plan="auto"``)
+    first trains until its plan is decided; those steps are in ``prepared.details["decision_steps"]``."""
     model, optimizer = prepared.model, prepared.optimizer
+
+    def step(index: int) -> Any:
+        optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            loss = model(**batches[index % len(batches)]).loss
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    decided = 0
+    if spec.variant == "sagemaker-tc":
+        from sagemaker_tc.compiler.session import current_session
+
+        runtime = current_session().runtime
+        while runtime.decision is None and runtime.fallback_reason is None and decided < MAX_DECISION_STEPS:
+            step(decided)
+            decided += 1
+        prepared.details["decision_steps"] = decided
+        prepared.details["plan"] = runtime.final_label()
+        prepared.details["plan_decision"] = runtime.decision
     timer = StepTimer(use_cuda=spec.device == "cuda")
     watch = CompileWatch(timer.on_compile)
     watch.install()
     losses = []
     try:
-        for step in range(spec.steps):
-            batch = batches[step % len(batches)]
+        for index in range(decided, decided + spec.steps):
             timer.begin_step()
-            optimizer.zero_grad(set_to_none=True)
-            with autocast:
-                loss = model(**batch).loss
-            loss.backward()
-            optimizer.step()
+            # A copy: under CUDA graphs the loss lives in the graph's memory, which the next step overwrites.
+            losses.append(step(index).detach().clone())
             timer.end_step(spec.batch_size)
-            losses.append(loss.detach())
         return timer.flush(), losses
     finally:
         watch.uninstall()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-_SAVED = "_sagemaker_tc_saved_impl"
-
 
 def unwrap(optimizer: Any) -> Any:
     """The torch optimizer inside wrappers such as accelerate's ``AcceleratedOptimizer`` (``.optimizer``)."""
@@ -30,30 +28,100 @@ def is_torch_optimizer(optimizer: Any) -> bool:
     return isinstance(optimizer, torch.optim.Optimizer)
 
 
-def implementation(optimizer: Any) -> str:
-    """``"fused"``, ``"foreach"``, ``"for-loop"`` or ``"default"`` (torch picks at step time)."""
-    group = optimizer.param_groups[0] if optimizer.param_groups else {}
-    if group.get("fused"):
-        return "fused"
-    if group.get("foreach") is True:
-        return "foreach"
-    if group.get("foreach") is False:
-        return "for-loop"
-    return "default"
+# -- the step plan's optimizer ------------------------------------------------------------------------
+_STEP_PLAN_TYPES = ("Adam", "AdamW", "SGD")
+_TENSOR_KEYS = {"Adam": ("lr", "betas"), "AdamW": ("lr", "betas"), "SGD": ("lr",)}
 
 
-def can_fuse(optimizer: Any) -> bool:
-    """True when ``optimizer`` is a torch Adam/AdamW whose parameters are all floating point on
-    devices with fused kernels, not already fused, differentiable or capturable."""
+class StepPlanOptimizer:
+    """What the ``step`` plan changed on one torch optimizer, so :meth:`restore` can undo it.
+
+    :meth:`enter` picks, for torch's Adam, AdamW and SGD:
+
+    - ``"fused"``: the fused kernel (one kernel per step for all parameters) where the parameters'
+      device has one (CPU and CUDA since torch 2.4) and the step is not captured in a CUDA graph;
+    - ``"compiled"``: otherwise (and always when ``capture``), the update compiled with
+      ``torch.compile`` as one graph, the learning rate (and Adam's betas) turned into 0-dim float64
+      tensors on the parameters' device that the scheduler updates in place, so a schedule never
+      recompiles, and the real param groups set ``foreach=True, capturable=True``: dynamo traces the
+      capturable update whatever the group says, and the single-tensor capturable Adam divides by
+      the learning rate, which is 0 at the start of a warm-up (NaN; pytorch#126514).
+
+    Other optimizers are left as built (``kind`` ``"as built"``).
+    """
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+        self.kind = "as built"
+        self._saved_groups: list[dict[str, Any]] = []
+        self._had_step_attr = "step" in vars(optimizer)
+        self._step_attr = vars(optimizer).get("step")
+
+    def enter(self, *, capture: bool, compile_kwargs: dict[str, Any] | None = None) -> str:
+        """Switch to the fused kernel or the compiled update (class docstring); returns the kind."""
+        optimizer = self.optimizer
+        name = type(optimizer).__name__
+        if name not in _STEP_PLAN_TYPES or type(optimizer).__module__.split(".")[:2] != ["torch", "optim"]:
+            return self.kind
+        keys = ("fused", "foreach", "capturable", *(_TENSOR_KEYS[name]))
+        self._saved_groups = [{key: group.get(key) for key in keys if key in group} for group in optimizer.param_groups]
+        if not capture and _fusable(optimizer):
+            for group in optimizer.param_groups:
+                group["fused"], group["foreach"] = True, False
+            _steps_to_parameter_devices(optimizer)
+            self.kind = "fused"
+            return self.kind
+        import torch
+
+        for group in optimizer.param_groups:
+            device = group["params"][0].device
+            group["fused"], group["foreach"], group["capturable"] = False, True, True
+            group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float64, device=device)
+            if "betas" in _TENSOR_KEYS[name] and not isinstance(group["betas"][0], torch.Tensor):
+                group["betas"] = tuple(
+                    torch.tensor(float(b), dtype=torch.float64, device=device) for b in group["betas"]
+                )
+        _steps_to_parameter_devices(optimizer)
+        raw_step = type(optimizer).step
+        compiled = torch.compile(lambda: raw_step(optimizer), **(compile_kwargs or {}))
+
+        def step(closure: Any = None) -> Any:
+            if closure is not None:  # a closure re-runs the model: not something one graph can hold
+                return raw_step(optimizer, closure)
+            return compiled()
+
+        optimizer.step = step
+        self.kind = "compiled"
+        return self.kind
+
+    def restore(self) -> None:
+        """Put the implementation, learning rate and betas back as they were built (floats again:
+        read once, at the plan switch)."""
+        for group, saved in zip(self.optimizer.param_groups, self._saved_groups, strict=False):
+            for key, value in saved.items():
+                current = group.get(key)
+                if key == "lr" and hasattr(current, "item"):
+                    group[key] = float(current.item())
+                elif key == "betas" and current is not None and hasattr(current[0], "item"):
+                    group[key] = tuple(float(b.item()) for b in current)
+                else:
+                    group[key] = value
+        if self._had_step_attr:
+            self.optimizer.step = self._step_attr
+        else:
+            vars(self.optimizer).pop("step", None)
+        self.kind = "as built"
+
+
+def _fusable(optimizer: Any) -> bool:
+    """True when every parameter is floating point on a device with fused kernels (Adam, AdamW, SGD)."""
     import torch
 
     from sagemaker_tc import _internals
 
-    if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
-        return False
     devices = set(_internals.fused_optimizer_devices())
     for group in optimizer.param_groups:
-        if group.get("fused") or group.get("differentiable") or group.get("capturable"):
+        if group.get("differentiable"):
             return False
         for param in group["params"]:
             if not torch.is_floating_point(param) or param.device.type not in devices:
@@ -61,27 +129,11 @@ def can_fuse(optimizer: Any) -> bool:
     return True
 
 
-def switchable(optimizer: Any) -> bool:
-    """True when :func:`set_fused` can switch ``optimizer``: it can fuse, or this module fused it."""
-    return getattr(optimizer, _SAVED, None) is not None or can_fuse(optimizer)
-
-
-def set_fused(optimizer: Any, fused: bool) -> None:
-    """Use the fused kernel (``fused=True``) or go back to the implementation the optimizer was
-    built with (``fused=False``). State tensors are kept; scalar ``step`` tensors move to their
-    parameter's device, where the fused kernel reads them."""
-    if fused:
-        if not hasattr(optimizer, _SAVED):
-            setattr(optimizer, _SAVED, [(g.get("fused"), g.get("foreach")) for g in optimizer.param_groups])
-        for group in optimizer.param_groups:
-            group["fused"], group["foreach"] = True, False
-            for param in group["params"]:
-                state = optimizer.state.get(param)
-                if state and hasattr(state.get("step"), "to"):
-                    state["step"] = state["step"].to(param.device)
-        return
-    saved = getattr(optimizer, _SAVED, None)
-    if saved is None:
-        return
-    for group, (was_fused, was_foreach) in zip(optimizer.param_groups, saved, strict=False):
-        group["fused"], group["foreach"] = was_fused, was_foreach
+def _steps_to_parameter_devices(optimizer: Any) -> None:
+    """Scalar ``step`` state tensors on their parameter's device (fused and capturable updates read
+    them there)."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state.get(param)
+            if state and hasattr(state.get("step"), "to"):
+                state["step"] = state["step"].to(param.device)

@@ -61,9 +61,10 @@ def find_repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def regions_for(model: torch.nn.Module, config: TrainingCompilerConfig) -> tuple[list[torch.nn.Module], bool]:
-    """The modules to compile for ``config``: the repeated blocks when ``config.regional`` and the
-    model has them, else the whole model. Returns ``(regions, regional)``."""
-    blocks = find_repeated_blocks(model) if config.regional else []
+    """The modules a one-graph-per-region compile of ``model`` covers for ``config``: the repeated
+    blocks for plan ``regional`` (and ``auto``, whose cheapest plan it is) when the model has them,
+    else the whole model. Returns ``(regions, regional)`` (the batch-size finder's compiled tries)."""
+    blocks = find_repeated_blocks(model) if config.resolved_plan in ("regional", "auto") else []
     return (blocks, True) if blocks else ([model], False)
 
 

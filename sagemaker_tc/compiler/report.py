@@ -50,8 +50,11 @@ class JobFacts:
         integration: ``"transformers"``, ``"pytorch"`` or None (nothing measured steps).
         regional: True/False as compiled; None when nothing was compiled.
         fallback_reason: why the job did not end compiled (None: it did, or the config does not compile).
-        variant: the variant the job ended on (None: no runtime attached).
-        trials: each measured variant, ``{"variant", "steady_step_seconds"}``.
+        variant: ``"compiled"`` or ``"eager"``: how the job ended (None: no runtime attached).
+        plan: the plan the job ended on: ``eager``, ``regional``, ``model`` or ``step``.
+        plan_decision: how the plan was chosen (requested plan, optimizer update, ``plan="auto"``'s
+            projections and reason, shape policy).
+        trials: each measured option, ``{"plan", "variant", "steady_step_seconds", "compile_seconds"}``.
         eager_step_seconds: the eager baseline's steady step, seconds.
         cache: the compile cache outcome (``{"state": "cold" | "warm" | "disabled", ...}``).
         shapes: the bucketing summary (None: no bucketing collator).
@@ -69,6 +72,8 @@ class JobFacts:
     regional: bool | None = None
     fallback_reason: str | None = None
     variant: str | None = None
+    plan: str | None = None
+    plan_decision: dict[str, Any] | None = None
     trials: list[dict[str, Any]] = field(default_factory=list)
     eager_step_seconds: float | None = None
     cache: dict[str, Any] = field(default_factory=lambda: {"state": "disabled"})
@@ -97,7 +102,7 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
     if config.compiles and not compiled and fallback_reason is None:
         if not ended_compiled:
-            fallback_reason = f"policy='auto' kept {variant}: it measured fastest ({_describe_trials(facts.trials)})"
+            fallback_reason = f"plan='auto' kept eager: {_decision_reason(facts)}"
         else:
             fallback_reason = (
                 "the compiler was enabled but no compiled graph ran: a Hugging Face Trainer script compiles on its "
@@ -112,6 +117,8 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
         "integration": facts.integration,
         "policy": config.policy,
         "variant": variant,
+        "plan": facts.plan,
+        "plan_decision": facts.plan_decision,
         "fallback_reason": fallback_reason,
         "compile_seconds": steps.compile_seconds,
         "dynamo_compile_seconds": dynamo.compile_seconds,
@@ -141,12 +148,20 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
     }
 
 
-def _describe_trials(trials: list[dict[str, Any]] | None) -> str:
+def _decision_reason(facts: JobFacts) -> str:
+    """``plan="auto"``'s reason when there is one; the job ended before a decision; else the trials'
+    step times."""
+    plan_decision = facts.plan_decision or {}
+    decision = plan_decision.get("decision") or {}
+    if decision.get("reason"):
+        return decision["reason"]
+    if plan_decision.get("requested") == "auto" and len(facts.trials) <= 1:
+        return f"the job ended after {facts.steps.steps} step(s), during plan='auto''s eager steps, before any decision"
     parts = []
-    for trial in trials or []:
-        seconds = trial.get("steady_step_seconds")
-        parts.append(f"{trial['variant']} {seconds:.4g} s/step" if seconds is not None else f"{trial['variant']} n/a")
-    return ", ".join(parts) or "no trials"
+    for trial in facts.trials:
+        name, seconds = trial.get("plan", trial["variant"]), trial.get("steady_step_seconds")
+        parts.append(f"{name} {seconds:.4g} s/step" if seconds is not None else f"{name} n/a")
+    return "it measured fastest (" + (", ".join(parts) or "no trials") + ")"
 
 
 def _versions() -> dict[str, str | None]:

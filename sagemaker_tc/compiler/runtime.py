@@ -1,27 +1,17 @@
-"""The compiled training step at run time: guarded regions, fallback to eager, and the policy's trials.
+"""The compiled training step at run time: the compile plans on the models, and which one runs.
 
-:meth:`CompilerRuntime.attach` compiles a model's regions in place (each repeated block, or the whole
-model) by installing a guard as each region's compiled call — the slot ``Module.compile()`` fills
-(:func:`sagemaker_tc._internals.set_compiled_call`), so ``state_dict()`` keys and hooks stay as they
-are. One runtime per compiler session (:class:`sagemaker_tc.compiler.session.CompilerSession`).
-Every call of a region goes through its guard, which:
+:meth:`CompilerRuntime.attach` prepares the compile plans on a model (:mod:`.plans`: ``regional``,
+``model``, ``step``; each compiled in place, lazily) and starts the job's
+:class:`~sagemaker_tc.compiler.schedule.Schedule`; after each optimizer step
+(:meth:`CompilerRuntime.after_step`) the schedule may name another plan, and the runtime installs it
+(:meth:`CompilerRuntime._activate`): the plan's compiled calls in their slots, the others' emptied,
+the optimizer's update switched for ``step``, bucket padding on for compiled plans only (the shape
+policy, :class:`~sagemaker_tc.compiler.shape_policy.ShapePolicy`: eager never pads).
 
-- runs the region eagerly while the current variant is eager (baseline steps, an ``auto`` trial, or
-  after a fallback);
-- otherwise runs the compiled function; when that raises, reruns the call eagerly: if eager works,
-  the compiler failed (``policy="fallback"``: every region switches to eager for the rest of the job,
-  with a loud warning and the reason in the report; ``"strict"``: :class:`CompilerError`); if eager
-  fails too, the error is the model's own and is raised as it is.
-
-Compiler errors surface at the first compiled call (dynamo compiles lazily), so that is where they
-are caught; the session has the backward graph compiled together with the forward
-(:func:`sagemaker_tc._internals.compile_backward_with_forward`) so a failing backward compile is
-caught there too instead of in ``loss.backward()``.
-
-Between optimizer steps (:meth:`CompilerRuntime.on_step_end`) the runtime moves through its schedule:
-``baseline_steps`` eager steps to measure the eager step time, then compiled; under
-``policy="auto"`` also the optimizer's fused kernel, eager and compiled, keeping the fastest variant
-by median steady step time.
+A compiled call that raises is rerun eagerly: if eager works the compiler failed
+(``policy="fallback"``: every compiled plan is dropped, the job continues eager with a loud warning
+and the reason in the report; ``"strict"``: :class:`CompilerError`); if eager fails too, the error
+is the model's own.
 """
 
 from __future__ import annotations
@@ -34,141 +24,246 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler import optimizers
-from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs, compile_region, describe, regions_for
+from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
+from sagemaker_tc.compiler.plans import PlanSlots, build_slots, leaf_modules, plan_modules
+from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs
+from sagemaker_tc.compiler.schedule import Schedule
+from sagemaker_tc.compiler.shape_policy import ShapePolicy
 from sagemaker_tc.compiler.shapes import BucketStats
-from sagemaker_tc.compiler.steps import StepRecord, steady_median
+from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
 
 if TYPE_CHECKING:
     import torch
 
-logger = logging.getLogger(__name__)
-
-# Steps each trial of the auto policy runs: the first is warm-up, the rest are measured.
-TRIAL_STEPS = 3
-# The first compiled trial also pays the compile: two more steps. Trial lengths are fixed step counts,
-# so every rank of a distributed job switches variants at the same step.
-COMPILED_TRIAL_STEPS = 5
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One way to run the training step: compiled or eager, with the optimizer as the user built it
-    or switched to its fused kernel."""
-
-    compiled: bool
-    fused: bool = False
-
-    @property
-    def label(self) -> str:
-        """``eager``, ``compiled``, ``eager+fused`` or ``compiled+fused``."""
-        return ("compiled" if self.compiled else "eager") + ("+fused" if self.fused else "")
-
-
-EAGER = Variant(compiled=False)
-COMPILED = Variant(compiled=True)
+logger = logging.getLogger("sagemaker_tc.compiler")
 
 
 @dataclass
-class _Phase:
-    variant: Variant
-    min_steps: int
-    trial: bool  # measured for the auto decision
-
-
-class _GuardedRegion:
-    """Installed as a region's compiled call: compiled call with eager fallback."""
-
-    def __init__(self, runtime: CompilerRuntime, module: torch.nn.Module, compiled: Any, static: Any) -> None:
-        self.runtime = runtime
-        self.module_ref = weakref.ref(module)
-        self.compiled = compiled
-        self.static = static
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        module = self.module_ref()
-        runtime = self.runtime
-        if not runtime.compiled_active:
-            return _internals.uncompiled_call(module)(*args, **kwargs)
-        function = self.static if (runtime.static_training and module.training) else self.compiled
-        try:
-            return function(*args, **kwargs)
-        except Exception as error:
-            # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
-            result = _internals.uncompiled_call(module)(*args, **kwargs)
-            runtime.compiler_failed(error)
-            return result
+class _Attached:
+    model: Any
+    slots: dict[str, PlanSlots]
+    hook: Any = None  # the forward pre-hook while the model itself is not compiled
 
 
 class CompilerRuntime:
-    """A session's compiled regions and policy state.
+    """A session's compile plans, schedule and measurements.
 
     Args:
-        buckets: the session's bucketing statistics: while a bucketing collator feeds training,
-            training calls run the static-shape compile (one graph per bucket).
+        buckets: the session's bucketing statistics.
+        timer: the session's step timer (phases are measured from its records).
     """
 
-    def __init__(self, buckets: BucketStats | None = None) -> None:
+    def __init__(self, buckets: BucketStats | None = None, timer: StepTimer | None = None) -> None:
         self.buckets = buckets or BucketStats()
+        self.timer = timer
         self._lock = threading.Lock()
         self.config: TrainingCompilerConfig | None = None
         self.plans: list[CompilePlan] = []
-        self.compiled_active = False
-        self.fallback_reason: str | None = None
-        self.variant = EAGER
-        self.chosen: Variant | None = None
-        self._phases: list[_Phase] = []
-        self._phase_records: list[StepRecord] = []
-        self._measured: dict[Variant, float | None] = {}
-        self._optimizers: weakref.WeakSet = weakref.WeakSet()
         self.attention: str | None = None
+        self.shapes: ShapePolicy | None = None
+        self.active = planner.EAGER
+        self.fallback_reason: str | None = None
+        self.schedule: Schedule | None = None
+        self.device = "cpu"
+        self.device_name = "cpu"
+        self.forwards_per_step = 1
+        self.optimizer_kind: str | None = None
+        self._job_length: tuple[int | None, str] = (None, "unknown")
+        self._attached: list[_Attached] = []
+        self._listeners: list[Any] = []
+        self._optimizers: weakref.WeakSet = weakref.WeakSet()
+        self._optimizer_plans: dict[int, StepPlanOptimizer] = {}
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
-        """Compile ``model``'s regions in place under ``config`` and start the schedule.
-
-        Regional when ``config.regional`` and the model has repeated blocks, else the whole model.
-        A region that already has a compiled call (compiled before) is left as it is. The first
-        attach in a process sets the schedule (baseline, trials); later ones add regions to it.
-
-        Returns:
-            What was compiled.
-        """
+        """Prepare ``model``'s compile plans under ``config`` (compiled lazily, in place) and, on the
+        first attach, set the schedule. Returns what the configured plan compiles (``auto``: the
+        ``regional`` plan's regions, the cheapest)."""
         self.attention = _internals.attention_implementation(model) or self.attention
-        kwargs = compile_kwargs(config)
-        regions, regional = regions_for(model, config)
-        for region in regions:
-            if _internals.compiled_call(region) is not None:
-                continue
-            compiled = compile_region(region, **kwargs)
-            # Bucketed training batches compile one static graph per bucket (see shapes.py).
-            static = compiled
-            if kwargs["dynamic"] is None:
-                static = compile_region(region, **{**kwargs, "dynamic": False})
-            _internals.set_compiled_call(region, _GuardedRegion(self, region, compiled, static))
-        plan = describe(regions, regional)
-        with self._lock:
-            first = self.config is None
-            self.config = config
-            self.plans.append(plan)
-            if first:
-                self._phases = _schedule(config)
-                self._phase_records = []
-                self._apply(self._phases[0].variant if self._phases else COMPILED)
+        first = self.config is None
+        self.config = config
+        if first:
+            self.device, self.device_name = _device(model)
+            self.shapes = ShapePolicy(config.buckets, model, self.buckets)
+        attached = _Attached(model, {})
+        if config.compiles:
+            for plan in self._candidates(config):
+                attached.slots[plan] = self._build(model, plan, config)
+        self._attached.append(attached)
+        shown = config.resolved_plan if config.resolved_plan != "auto" else "regional"
+        regions = plan_modules(model, shown)
+        regional = shown == "regional" and regions[0] is not model
+        plan = CompilePlan(
+            regional=regional, block_class=type(regions[0]).__name__ if regional else None, num_regions=len(regions)
+        )
+        self.plans.append(plan)
+        if first:
+            workload = planner.Workload(
+                device=self.device, modules={p: _modules(model, p) for p in planner.COMPILED_PLANS}
+            )
+            self.schedule = Schedule(config, workload)
+            self.schedule.set_job_length(*self._job_length)
+        self._activate(self.schedule.first_plan(self.active))
         return plan
 
+    def add_model_call_listener(self, listener: Any) -> None:
+        """Call ``listener(module, args, kwargs)`` before each call of an attached model (outside any
+        compiled graph; the plain-loop step watcher)."""
+        self._listeners.append(listener)
+
     def track_optimizer(self, optimizer: Any) -> None:
-        """Remember an optimizer the job steps (for fused trials under ``policy="auto"``)."""
-        inner = optimizers.unwrap(optimizer)
-        if optimizers.is_torch_optimizer(inner):
+        """Remember an optimizer the job steps (the ``step`` plan switches its update)."""
+        from sagemaker_tc.compiler.optimizers import is_torch_optimizer, unwrap
+
+        inner = unwrap(optimizer)
+        if is_torch_optimizer(inner) and inner not in self._optimizers:
             self._optimizers.add(inner)
+            if self.active == "step":
+                self._enter_step_optimizer(inner)
+
+    def set_job_length(self, steps: int | None, source: str) -> None:
+        """The job's optimizer steps in all (``Trainer``'s ``max_steps``, ``expected_steps``)."""
+        if self.schedule is not None:
+            self.schedule.set_job_length(steps, source)
+        elif steps is not None and steps > 0:
+            self._job_length = (int(steps), source)
 
     @property
-    def static_training(self) -> bool:
-        """True when a bucketing collator feeds training (one static graph per bucket)."""
-        return self.buckets.active
+    def workload(self) -> planner.Workload | None:
+        """What ``plan="auto"``'s estimates depend on (None before the first attach)."""
+        return self.schedule.workload if self.schedule is not None else None
+
+    @property
+    def decision(self) -> dict[str, Any] | None:
+        """``plan="auto"``'s decision once made (None before, and for explicit plans)."""
+        return self.schedule.decision if self.schedule is not None else None
+
+    def _candidates(self, config: TrainingCompilerConfig) -> list[str]:
+        plan = config.resolved_plan
+        return list(planner.COMPILED_PLANS) if plan == "auto" else [plan]
+
+    def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
+        kwargs = compile_kwargs(config)
+        static = {**kwargs, "dynamic": False}
+        if plan == "step" and self.device == "cuda" and kwargs["mode"] is None:
+            static["mode"] = "reduce-overhead"  # CUDA graphs on bucketed (static) shapes
+        return build_slots(
+            model,
+            plan,
+            kwargs,
+            self._static_shapes,
+            self.compiler_failed,
+            self._before_model_call,
+            static_kwargs=static,
+        )
+
+    # -- per call and per step ----------------------------------------------------------------------
+    def _static_shapes(self) -> bool:
+        """Training calls have bucketed (static) shapes now: padded by the policy or a collator."""
+        padded_by_policy = self.shapes is not None and self.shapes.padding
+        return padded_by_policy or (self.buckets.active and self.pads_training_batches)
+
+    @property
+    def pads_training_batches(self) -> bool:
+        """True while a compiled plan runs (eager never pads)."""
+        return self.active != planner.EAGER
+
+    def _before_model_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        for listener in self._listeners:
+            listener(module, args, kwargs)
+        if module.training and self.shapes is not None:
+            kwargs = self.shapes.apply(kwargs)
+        return args, kwargs
+
+    def _pre_hook(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        new_args, new_kwargs = self._before_model_call(module, args, kwargs)
+        return (new_args, new_kwargs) if new_kwargs is not kwargs or new_args is not args else None
+
+    def current_label(self) -> str:
+        """The plan the next step runs (a step record's label)."""
+        return self.active
+
+    def after_step(self) -> None:
+        """Count an optimizer step and install the plan the schedule names next, if any (called by
+        the step timer after each step; step times are read only when a phase ends)."""
+        if self.schedule is None:
+            return
+        with self._lock:
+            records = (lambda: self.timer.flush()) if self.timer is not None else list
+            plan = self.schedule.after_step(records, self._available_plans())
+            if plan is not None:
+                self._activate(planner.EAGER if self.fallback_reason is not None else plan)
+
+    def _available_plans(self) -> list[str]:
+        plans = self.prepared_plans()
+        if "regional" in plans and all(plan_modules(a.model, "regional") == [a.model] for a in self._attached):
+            plans.remove("regional")  # no repeated blocks: regional would compile the whole model again
+        return plans
+
+    # -- activation ---------------------------------------------------------------------------------
+    def _activate(self, plan: str) -> None:
+        """Make ``plan`` the one that runs: fill its slots, empty the others, switch the optimizer,
+        and turn bucket padding on for compiled plans only."""
+        for attached in self._attached:
+            for name, slots in attached.slots.items():
+                if name != plan:
+                    slots.uninstall()
+            if plan in attached.slots:
+                attached.slots[plan].install()
+            whole = plan in attached.slots and attached.slots[plan].modules == [attached.model]
+            self._set_pre_hook(attached, enabled=not whole)
+        if self.shapes is not None:  # before the optimizer: CUDA graphs need the static shapes it sets
+            self.shapes.set_padding(plan != planner.EAGER)
+        if plan == "step" and self.active != "step":
+            for optimizer in list(self._optimizers):
+                self._enter_step_optimizer(optimizer)
+        elif plan != "step" and self.active == "step":
+            for state in self._optimizer_plans.values():
+                state.restore()
+            self._optimizer_plans.clear()
+        self.active = plan
+
+    def _set_pre_hook(self, attached: _Attached, *, enabled: bool) -> None:
+        if enabled and attached.hook is None:
+            import torch
+
+            hook = torch.compiler.disable(self._pre_hook)
+            attached.hook = attached.model.register_forward_pre_hook(hook, with_kwargs=True, prepend=True)
+        elif not enabled and attached.hook is not None:
+            attached.hook.remove()
+            attached.hook = None
+
+    def _enter_step_optimizer(self, optimizer: Any) -> None:
+        state = StepPlanOptimizer(optimizer)
+        capture = self.device == "cuda" and self._captures()
+        self.optimizer_kind = state.enter(
+            capture=capture, compile_kwargs={"mode": "reduce-overhead"} if capture else {}
+        )
+        self._optimizer_plans[id(optimizer)] = state
+
+    def _captures(self) -> bool:
+        """CUDA graphs for the ``step`` plan: static shapes, one process, no gradient accumulation."""
+        import torch.distributed as dist
+
+        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        return self._static_shapes() and not distributed and self.forwards_per_step == 1
+
+    def prepared_plans(self) -> list[str]:
+        """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
+        return [plan for plan in planner.COMPILED_PLANS if any(plan in a.slots for a in self._attached)]
+
+    def first_model(self) -> Any:
+        """The first model attached (None before any)."""
+        return self._attached[0].model if self._attached else None
+
+    def detach(self) -> None:
+        """Take every plan out (the models run uncompiled) and give the optimizers back as built."""
+        self._activate(planner.EAGER)
+        for attached in self._attached:
+            self._set_pre_hook(attached, enabled=False)
 
     # -- failure ---------------------------------------------------------------------------------
     def compiler_failed(self, error: BaseException) -> None:
@@ -184,114 +279,46 @@ class CompilerRuntime:
             already = self.fallback_reason is not None
             if not already:
                 self.fallback_reason = f"compiler failed at the first compiled call; training continues eager: {reason}"
-            self.compiled_active = False
-            self.variant = Variant(compiled=False, fused=self.variant.fused)
+            self._activate(planner.EAGER)
+            if self.schedule is not None:
+                self.schedule.fail()
         if not already:
             logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
             warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
 
-    # -- schedule ----------------------------------------------------------------------------------
-    def on_step_end(self, record: StepRecord) -> None:
-        """Advance the schedule after an optimizer step (called by the step recorder)."""
-        with self._lock:
-            if not self._phases:
-                return
-            self._phase_records.append(record)
-            phase = self._phases[0]
-            failed = phase.variant.compiled and self.fallback_reason is not None
-            if not failed and len(self._phase_records) < phase.min_steps:
-                return
-            if phase.trial and not failed:
-                self._measured[phase.variant] = steady_median(self._phase_records)
-            self._phases.pop(0)
-            self._phase_records = []
-            while self._phases and not self._runnable(self._phases[0].variant):
-                self._phases.pop(0)
-            if self._phases:
-                self._apply(self._phases[0].variant)
-                return
-            final = self._decide()
-        logger.info("Compiler policy: running %s from here on (measured: %s)", final.label, self.trials())
-
-    def _runnable(self, variant: Variant) -> bool:
-        if variant.compiled and self.fallback_reason is not None:
-            return False
-        return not variant.fused or any(optimizers.switchable(o) for o in self._optimizers)
-
-    def _decide(self) -> Variant:
-        """Pick the final variant: under ``auto`` the fastest measured one, else compiled (unless it
-        failed). Ranks agree on rank 0's choice."""
-        config = self.config
-        if config is not None and config.policy == "auto":
-            measured = {v: s for v, s in self._measured.items() if s is not None and self._runnable(v)}
-            choice = min(measured, key=measured.get) if measured else EAGER
-            choice = _agree_across_ranks(choice)
-        else:
-            choice = COMPILED if self.fallback_reason is None else EAGER
-        self.chosen = choice
-        self._apply(choice)
-        return choice
-
-    def _apply(self, variant: Variant) -> None:
-        compiled = variant.compiled and self.fallback_reason is None
-        self.variant = Variant(compiled=compiled, fused=variant.fused)
-        self.compiled_active = compiled
-        for optimizer in list(self._optimizers):
-            if variant.fused and optimizers.switchable(optimizer):
-                optimizers.set_fused(optimizer, True)
-            elif not variant.fused:
-                optimizers.set_fused(optimizer, False)
-
-    def current_label(self) -> str:
-        """The variant the next step runs (a step record's label)."""
-        return self.variant.label
-
+    # -- what the report reads -------------------------------------------------------------------
     def trials(self) -> list[dict[str, Any]]:
-        """Each measured trial, ``{"variant": label, "steady_step_seconds": s or None}``, including
-        the one under way when the job ended (measured over the steps it had)."""
-        measured = dict(self._measured)
-        with self._lock:
-            if self._phases and self._phases[0].trial and self._phase_records:
-                measured.setdefault(self._phases[0].variant, steady_median(self._phase_records))
-        return [{"variant": v.label, "steady_step_seconds": s} for v, s in measured.items()]
+        """Each measured option (:meth:`~sagemaker_tc.compiler.schedule.Schedule.trials`)."""
+        if self.schedule is None:
+            return []
+        return self.schedule.trials(self.timer.records if self.timer is not None else [])
 
     def eager_step_seconds(self) -> float | None:
-        """Median steady step of the eager baseline (seconds), None when not measured."""
-        return self._measured.get(EAGER)
+        """Median steady step of the eager phase (seconds), None when not measured."""
+        return self.schedule.eager_step_seconds() if self.schedule is not None else None
 
     def final_label(self) -> str:
-        """The variant the job runs at the end (``chosen``, else the current one)."""
-        return (self.chosen or self.variant).label
+        """The plan the job runs at the end."""
+        chosen = self.schedule.chosen if self.schedule is not None else None
+        return chosen or self.active
 
 
-def _schedule(config: TrainingCompilerConfig) -> list[_Phase]:
-    """The phases a job goes through, in order; the last one's variant stays (unless auto decides)."""
-    phases = []
-    if config.policy == "auto":
-        phases.append(_Phase(EAGER, max(TRIAL_STEPS, config.baseline_steps), trial=True))
-        phases.append(_Phase(Variant(compiled=False, fused=True), TRIAL_STEPS, trial=True))
-        phases.append(_Phase(COMPILED, COMPILED_TRIAL_STEPS, trial=True))
-        phases.append(_Phase(Variant(compiled=True, fused=True), TRIAL_STEPS, trial=True))
-        return phases
-    if config.baseline_steps > 0:
-        phases.append(_Phase(EAGER, config.baseline_steps, trial=True))
-    phases.append(_Phase(COMPILED, COMPILED_TRIAL_STEPS, trial=True))
-    return phases
+def _device(model: Any) -> tuple[str, str]:
+    """The model's device type (``"cpu"``, ``"cuda"``) and name (the GPU's, e.g. ``"NVIDIA H200"``)."""
+    parameter = next(model.parameters(), None)
+    if parameter is None or parameter.device.type != "cuda":
+        return (parameter.device.type if parameter is not None else "cpu"), "cpu"
+    import torch
+
+    return "cuda", torch.cuda.get_device_name(parameter.device)
+
+
+def _modules(model: Any, plan: str) -> int:
+    modules = plan_modules(model, plan)
+    return leaf_modules(modules[0]) if modules else 0
 
 
 def _first_lines(text: str, limit: int = 600) -> str:
     """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
     return " ".join(lines[:3])[:limit] if lines else "(no message)"
-
-
-def _agree_across_ranks(choice: Variant) -> Variant:
-    """Rank 0's choice on every rank when torch.distributed is initialized (else ``choice``)."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return choice
-    box = [choice]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-

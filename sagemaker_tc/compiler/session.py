@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals, contract
+from sagemaker_tc.compiler import history
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats, inductor_cache_counters
+from sagemaker_tc.compiler.history import WorkloadKey
 from sagemaker_tc.compiler.report import JobFacts, build_report, print_metric_lines, write_report
 from sagemaker_tc.compiler.runtime import CompilerRuntime
 from sagemaker_tc.compiler.shapes import BucketStats, recompile_limit_for_buckets
@@ -110,9 +112,9 @@ class CompilerSession:
         self.writes_report = writes_report
         self.job_cache = job_cache
         self.buckets = BucketStats()
-        self.runtime = CompilerRuntime(self.buckets)
-        self.timer = StepTimer(label=self.runtime.current_label)
-        self.timer.add_listener(self.runtime.on_step_end)
+        self.timer = StepTimer(label=lambda: self.runtime.current_label())
+        self.runtime = CompilerRuntime(self.buckets, self.timer)
+        self.timer.add_step_end_callback(self.runtime.after_step)
         self.watch = CompileWatch(self.timer.on_compile)
         self.debug = DebugCapture() if config.debug else None
         self.integration: str | None = None
@@ -139,6 +141,7 @@ class CompilerSession:
         self.state = "open"
         if self.job_cache is not None:  # undone last: after the report's cache save
             self._undo.append(self.job_cache.remove_private_dir)
+        self._undo.append(self.runtime.detach)
         if _torch_installed():
             self.watch.install()
             self._undo.append(self.watch.uninstall)
@@ -190,10 +193,54 @@ class CompilerSession:
 
     # -- what integrations call ----------------------------------------------------------------------
     def attach(self, model: Any, config: TrainingCompilerConfig | None = None) -> CompilePlan:
-        """Compile ``model`` in place by ``config`` (default the session's) and remember the plan."""
+        """Prepare ``model``'s compile plans by ``config`` (default the session's) and remember what
+        the configured plan compiles. With a compile cache, ``plan="auto"`` starts from what earlier
+        jobs measured (:mod:`sagemaker_tc.compiler.history`)."""
         plan = self.runtime.attach(model, config or self.config)
         self.plan = plan
+        schedule = self.runtime.schedule
+        if schedule is not None and self.job_cache is not None:
+            schedule.workload.warm_cache = self.job_cache.outcome.get("state") == "warm"
+            schedule.history_source = self._plan_history
         return plan
+
+    def _history_key(self) -> WorkloadKey | None:
+        model = self.runtime.first_model()
+        records = self.timer.records
+        if model is None or not records:
+            return None
+        return WorkloadKey(
+            model=type(model).__name__,
+            parameters=sum(p.numel() for p in model.parameters()),
+            device=self.runtime.device_name,
+            world_size=_world_size(),
+            samples_per_step=records[0].samples,
+        )
+
+    def _history_folder(self) -> Path | None:
+        return self.job_cache.cache.inductor_dir if self.job_cache is not None else None
+
+    def _plan_history(self) -> dict[str, Any]:
+        key = self._history_key()
+        return history.read(self._history_folder(), key).get("plans", {}) if key is not None else {}
+
+    def _record_history(self) -> None:
+        """Keep what this job measured for the next job with the same workload (in the cache)."""
+        key = self._history_key()
+        if key is None or self.job_cache is None or self.runtime.config is None:
+            return
+        cache_state = "warm" if self.job_cache.outcome.get("state") == "warm" else "cold"
+        plans = {
+            trial["plan"]: {
+                "compile_seconds": trial["compile_seconds"],
+                "steady_step_seconds": trial["steady_step_seconds"],
+                "cache": cache_state,
+            }
+            for trial in self.runtime.trials()
+            if trial["plan"] != "eager" and trial["steady_step_seconds"] is not None
+        }
+        entry = {"eager_step_seconds": self.runtime.eager_step_seconds(), "chosen": self.runtime.final_label()}
+        history.write(self._history_folder(), key, {**entry, "plans": plans})
 
     def use_buckets(self, buckets: list[int]) -> BucketStats:
         """A bucketing collator joins: training runs static graphs from now on, and dynamo's
@@ -223,15 +270,20 @@ class CompilerSession:
         config, runtime = self.config, self.runtime
         records = self.timer.flush()
         attached = runtime.config is not None
-        variant = runtime.final_label() if attached else None
-        regional = self.plan.regional if self.plan is not None else (config.regional if config.compiles else None)
+        plan = runtime.final_label() if attached else None
+        variant = None if plan is None else ("eager" if plan == "eager" else "compiled")
+        regional = None
+        if plan is not None and plan != "eager":
+            regional = plan == "regional" and self.plan is not None and self.plan.regional
         facts = JobFacts(
-            steps=summarize(records, variant),
+            steps=summarize(records, plan),
             dynamo=dynamo_stats(),
             integration=self.integration,
             regional=regional,
-            fallback_reason=self._fallback_reason(variant, records),
+            fallback_reason=self._fallback_reason(plan, records),
             variant=variant,
+            plan=plan,
+            plan_decision=self._plan_decision(),
             trials=runtime.trials() if attached else [],
             eager_step_seconds=runtime.eager_step_seconds() if attached else None,
             cache=dict(self.job_cache.outcome) if self.job_cache is not None else {"state": "disabled"},
@@ -244,11 +296,22 @@ class CompilerSession:
         )
         return build_report(config, facts)
 
-    def _fallback_reason(self, variant: str | None, records: list) -> str | None:
+    def _plan_decision(self) -> dict[str, Any] | None:
+        runtime = self.runtime
+        if runtime.config is None:
+            return None
+        return {
+            "requested": runtime.config.resolved_plan,
+            "optimizer": runtime.optimizer_kind,
+            "decision": runtime.decision,
+            "shape_policy": runtime.shapes.describe() if runtime.shapes is not None else None,
+        }
+
+    def _fallback_reason(self, plan: str | None, records: list) -> str | None:
         reason = self.runtime.fallback_reason
-        if self.runtime.config is None or reason is not None or not variant or not variant.startswith("compiled"):
+        if self.runtime.config is None or reason is not None or not plan or plan == "eager":
             return reason
-        if any(record.variant == variant for record in records):
+        if any(record.variant == plan for record in records):
             return None
         return (
             f"no training step ran compiled: the job's {len(records)} step(s) all ran before the switch "
@@ -271,6 +334,7 @@ class CompilerSession:
         """Save the cache, write the report (and the debug files), print the metric lines."""
         try:
             if self.job_cache is not None:
+                self._record_history()
                 self.job_cache.save(self.environ)
             report = self.report()
             folder = compiler_dir(self.environ)
@@ -298,6 +362,12 @@ class CompilerSession:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _torch_installed() -> bool:

@@ -76,13 +76,19 @@ def _pads_left(batch: Mapping[str, Any]) -> bool:
     return bool((mask[:, 0] == 0).any()) and bool((mask[:, -1] != 0).all())
 
 
-def pad_to_bucket(batch: Mapping[str, Any], buckets: Sequence[int], pad_token_id: int = 0) -> dict[str, Any]:
+def pad_to_bucket(
+    batch: Mapping[str, Any], buckets: Sequence[int], pad_token_id: int = 0, left: bool | None = None
+) -> dict[str, Any]:
     """Pad a collated batch's sequence dimension up to its bucket.
 
     Args:
         batch: a mapping of tensors; sequence tensors are ``[B, T, ...]``.
         buckets: increasing bucket lengths.
         pad_token_id: pad value for ``input_ids`` (the tokenizer's pad token id).
+        left: pad on the left; None follows the batch (reads its attention mask: for host-side
+            batches only, on a GPU that read would wait for the device). Padding on the right after
+            a left-padded batch keeps every real token's position and loss, so the runtime, which pads
+            batches already on the device, always pads on the right.
 
     Returns:
         A new dict: tensors with ``shape[1] == T`` padded to ``bucket_for(T)`` (``input_ids`` with
@@ -98,7 +104,7 @@ def pad_to_bucket(batch: Mapping[str, Any], buckets: Sequence[int], pad_token_id
     target = bucket_for(length, buckets)
     if target == length:
         return out
-    left = _pads_left(batch)
+    left = _pads_left(batch) if left is None else left
     for key, value in batch.items():
         if not isinstance(value, torch.Tensor) or value.dim() < 2 or value.shape[1] != length:
             continue
@@ -111,10 +117,12 @@ def pad_to_bucket(batch: Mapping[str, Any], buckets: Sequence[int], pad_token_id
 
 
 class BucketStats:
-    """How many batches went to each bucket length, for one session (thread-safe).
+    """How many training batches went to each bucket length, for one session (thread-safe).
 
-    A collator registers here (:meth:`register`) when it is built or first called inside a
-    session; from then on the session trains on bucketed batches (one static graph per bucket).
+    Counts the batches padded to a bucket (per length), the batches that were not (eager steps
+    never pad; batches with no sequence tensor cannot be padded), and the tokens padding added, so
+    the report can give the share of padded tokens. A collator that registers (:meth:`register`)
+    pads for the session itself.
     """
 
     def __init__(self) -> None:
@@ -123,6 +131,9 @@ class BucketStats:
         self.unbucketed = 0
         self.buckets: list[int] | None = None
         self.collators = 0
+        self.tokens = 0  # tokens in padded batches (rows x bucket length)
+        self.added_tokens = 0  # of which padding added by bucketing
+        self.policy: str | None = None
 
     @property
     def active(self) -> bool:
@@ -134,25 +145,31 @@ class BucketStats:
         with self._lock:
             self.collators += 1
             self.buckets = list(buckets)
+            self.policy = "collator"
 
-    def record(self, length: int | None) -> None:
-        """One batch padded to ``length`` (None: a batch the collator could not bucket)."""
+    def record(self, length: int | None, rows: int = 0, added: int = 0) -> None:
+        """One batch padded to ``length`` (None: not padded); ``rows`` x ``length`` tokens, of which
+        ``added`` were added by padding."""
         with self._lock:
             if length is None:
                 self.unbucketed += 1
-            else:
-                self.batches[length] += 1
+                return
+            self.batches[length] += 1
+            self.tokens += rows * length
+            self.added_tokens += added
 
     def summary(self) -> dict[str, Any] | None:
-        """``{"buckets": [...], "batches_per_length": {length: batches}, "unbucketed_batches": n}``,
-        or None when no batch went through a bucketing collator."""
-        if self.buckets is None:
+        """``{"policy", "buckets", "batches_per_length", "unbucketed_batches", "padded_token_share"}``,
+        or None when nothing bucketed training batches."""
+        if self.buckets is None and not self.batches:
             return None
         with self._lock:
             return {
-                "buckets": list(self.buckets),
+                "policy": self.policy,
+                "buckets": sorted(set(self.buckets or []) | set(self.batches)),
                 "batches_per_length": {str(k): v for k, v in sorted(self.batches.items())},
                 "unbucketed_batches": self.unbucketed,
+                "padded_token_share": self.added_tokens / self.tokens if self.tokens else 0.0,
             }
 
 
@@ -200,10 +217,41 @@ class BucketCollator:
             if self.stats is not None:
                 self.stats.record(None)
             return batch
+        if not self._pads():
+            if self.stats is not None:
+                self.stats.record(None)
+            return batch
         padded = pad_to_bucket(batch, self.buckets, self.pad_token_id)
         if self.stats is not None:
-            self.stats.record(_sequence_length(padded))
+            self.stats.record(*padding_added(batch, padded))
         return padded
+
+    def _pads(self) -> bool:
+        """Pad while the session runs a compiled plan (eager never pads); always without a session."""
+        from sagemaker_tc.compiler.session import current_session
+
+        session = current_session()
+        return session is None or session.runtime.pads_training_batches
+
+
+def padding_added(batch: Mapping[str, Any], padded: Mapping[str, Any]) -> tuple[int | None, int, int]:
+    """``(padded length, rows, tokens added)`` of a batch before and after :func:`pad_to_bucket`
+    (shapes only: no tensor is read)."""
+    before, after = _sequence_length(batch), _sequence_length(padded)
+    if after is None:
+        return None, 0, 0
+    rows = _rows(padded)
+    return after, rows, rows * (after - (before or after))
+
+
+def _rows(batch: Mapping[str, Any]) -> int:
+    import torch
+
+    for key in _LENGTH_KEYS:
+        value = batch.get(key)
+        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+            return int(value.shape[0])
+    return 0
 
 
 def recompile_limit_for_buckets(count: int, current: int) -> int:

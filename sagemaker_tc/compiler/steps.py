@@ -71,6 +71,7 @@ class StepTimer:
         self._label = label
         self._use_cuda = use_cuda
         self._listeners: list[Callable[[StepRecord], None]] = []
+        self._on_step_ended: list[Callable[[], None]] = []
         self._compiles = 0
         self._compiles_at_begin = 0
         self._begun_at: float | None = None
@@ -91,6 +92,11 @@ class StepTimer:
     def add_listener(self, listener: Callable[[StepRecord], None]) -> None:
         """Call ``listener(record)`` for each step once its time is known (in step order)."""
         self._listeners.append(listener)
+
+    def add_step_end_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` right after each step ends, before its time is known (the runtime
+        counts steps and switches plans there; it may call :meth:`flush`)."""
+        self._on_step_ended.append(callback)
 
     @property
     def step_open(self) -> bool:
@@ -124,6 +130,8 @@ class StepTimer:
             self._begun_at = None
             ready = self._resolve(block=False)
         self._publish(ready)
+        for callback in self._on_step_ended:
+            callback()
 
     def flush(self) -> list[StepRecord]:
         """Wait for every ended step's CUDA events (one host sync, for the report or a decision) and

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc.compiler.plans import describe
 from sagemaker_tc.compiler.session import CompilerSession, session_for
 from sagemaker_tc.config import TrainingCompilerConfig
 
@@ -29,45 +30,48 @@ class StepWatcher:
     """A step runs from the first training-mode forward after an optimizer step to the next
     optimizer step; its samples are the batch sizes of the forwards in between.
 
-    One per session: a forward pre-hook on each compiled model and one global optimizer step hook,
-    both removed when the session closes.
+    One per session: it hears every call of the models the runtime attached (outside any compiled
+    graph) and every ``optimizer.step()`` through one global optimizer step hook, removed when the
+    session closes. The hook is never traced: a compiled optimizer update runs it eagerly after the
+    graph.
     """
 
     def __init__(self, session: CompilerSession) -> None:
         self.session = session
         self.samples = 0
+        self.forwards = 0
 
     @classmethod
     def of(cls, session: CompilerSession) -> StepWatcher:
         """The session's watcher; the first call installs the global optimizer step hook."""
         watcher = session.extensions.get(_WATCHER_KEY)
         if watcher is None:
+            import torch
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
             watcher = session.extensions[_WATCHER_KEY] = cls(session)
-            session.add_cleanup(register_optimizer_step_post_hook(watcher.on_optimizer_step).remove)
+            hook = torch.compiler.disable(watcher.on_optimizer_step)
+            session.add_cleanup(register_optimizer_step_post_hook(hook).remove)
+            session.runtime.add_model_call_listener(watcher.on_forward)
         return watcher
 
-    def watch(self, model: torch.nn.Module) -> None:
-        """Time the steps ``model`` trains (a forward pre-hook, not traced by dynamo)."""
-        import torch
-
-        handle = model.register_forward_pre_hook(torch.compiler.disable(self.on_forward), with_kwargs=True)
-        self.session.add_cleanup(handle.remove)
-
     def on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
+        """Before a model call: the first training forward after an optimizer step begins a step."""
         if not module.training:
-            return None
+            return
         timer = self.session.timer
         if not timer.step_open:
-            self.samples = 0
+            self.samples = self.forwards = 0
             timer.begin_step()
         self.samples += _batch_size(args, kwargs)
-        return None
+        self.forwards += 1
 
     def on_optimizer_step(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        """After ``optimizer.step()``: the step ends."""
         self.session.track_optimizer(optimizer)
         if self.session.timer.step_open:
+            runtime = self.session.runtime
+            runtime.forwards_per_step = max(runtime.forwards_per_step, self.forwards)
             self.session.timer.end_step(self.samples)
 
 
@@ -79,6 +83,8 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     uncompiled, with a warning: the estimator decides); outside a job, the default
     ``TrainingCompilerConfig()``. A disabled config or ``backend="eager"`` leaves the model
     uncompiled (still measured). The model object and its ``state_dict()`` keys are unchanged.
+    With ``plan="auto"`` the job's length comes from ``config.expected_steps`` (else 1,000 steps
+    are assumed). Call it on the bare model, before wrapping it in ``DistributedDataParallel``.
 
     The work is done by the process's compiler session: the job's, else one this call opens
     (:func:`sagemaker_tc.compiler.session.session_for`; ``current_session().close()`` ends it).
@@ -102,7 +108,8 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     session = session_for(config)
     config = config or session.config
     session.integration = session.integration or "pytorch"
-    watcher = StepWatcher.of(session)
+    StepWatcher.of(session)
+    session.runtime.set_job_length(config.expected_steps, "expected_steps")
     if config.compiles:
         if getattr(getattr(model, "config", None), "use_cache", None) is True and model.training:
             logger.warning(
@@ -110,18 +117,17 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
                 "compiled layer recompile. Set model.config.use_cache = False for training.",
                 type(model).__name__,
             )
-        plan = session.attach(model, config)
+    plan = session.attach(model, config)
+    if config.compiles:
         logger.info(
-            "Compiled %s with %s (%s, %d region(s)); policy %s",
+            "Compiler for %s with %s: %s; policy %s",
             type(model).__name__,
             config.backend,
-            f"regional: {plan.block_class}" if plan.regional else "whole model",
-            plan.num_regions,
+            describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
             config.policy,
         )
     else:
         logger.info(
             "Compiler off for %s (enabled=%s, backend=%s)", type(model).__name__, config.enabled, config.backend
         )
-    watcher.watch(model)
     return model

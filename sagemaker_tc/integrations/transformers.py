@@ -6,8 +6,8 @@ model, optimizer and training dataloader) it:
 
 - compiles the model's regions in place through the runtime (so compiler failures fall back to eager
   by policy, and ``.eval()``, label names and ``state_dict()`` keys reach the real model);
-- wraps the training dataloader's collate function in a :class:`~sagemaker_tc.compiler.shapes.
-  BucketCollator` when the config has ``buckets`` (dynamic padding becomes bucketed padding);
+- tells the runtime the job's length (``max_steps``, for ``plan="auto"``) and its gradient
+  accumulation (CUDA graphs only without it);
 - times each optimizer step (``on_step_begin`` / ``on_step_end``) for the report.
 
 With the config's ``batch_size`` set, ``on_init_end`` (before ``train()`` builds the dataloader)
@@ -22,15 +22,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sagemaker_tc.compiler.plans import describe
 from sagemaker_tc.compiler.session import CompilerSession
-from sagemaker_tc.compiler.shapes import BucketCollator, buckets_for_model, pad_token_id_for
 
 logger = logging.getLogger(__name__)
 
 
-def prepare_training(session: CompilerSession, model, train_dataloader, optimizer, torch_compile: bool) -> None:
-    """Compile ``model`` and bucket ``train_dataloader``'s batches by the session's config (what
-    ``on_train_begin`` does; separate so it can be called with a Trainer's parts directly)."""
+def prepare_training(session: CompilerSession, model, optimizer, args, state, torch_compile: bool) -> None:
+    """Compile ``model`` in place by the session's config, with the job's length and gradient
+    accumulation from the Trainer (what ``on_train_begin`` does; separate so it can be called with a
+    Trainer's parts directly). Training batches are padded to buckets at the model's call, while a
+    compiled plan runs (:mod:`sagemaker_tc.compiler.shape_policy`)."""
     config = session.config
     if optimizer is not None:
         session.track_optimizer(optimizer)
@@ -40,23 +42,16 @@ def prepare_training(session: CompilerSession, model, train_dataloader, optimize
         logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
         return
     _training_without_kv_cache(model)
+    session.runtime.set_job_length(getattr(state, "max_steps", None), "Trainer max_steps")
+    session.runtime.forwards_per_step = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
     plan = session.attach(model)
     logger.info(
-        "Compiled %s in place (%s, %d region(s)); policy %s",
+        "Compiler for %s with %s: %s; policy %s",
         type(model).__name__,
-        f"regional: {plan.block_class}" if plan.regional else "whole model",
-        plan.num_regions,
+        config.backend,
+        describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
         config.policy,
     )
-    buckets = buckets_for_model(config.buckets, model)
-    # accelerate's prepared dataloader may be an adapter around the torch DataLoader that iterates.
-    loader = getattr(train_dataloader, "base_dataloader", train_dataloader)
-    collate = getattr(loader, "collate_fn", None)
-    if buckets and collate is not None and not isinstance(collate, BucketCollator):
-        loader.collate_fn = BucketCollator(collate, buckets, pad_token_id=pad_token_id_for(model))
-        logger.info("Shape bucketing: training batches padded to the next of %s tokens", buckets)
-    elif buckets and collate is None:
-        logger.warning("Shape bucketing is on but the training dataloader has no collate_fn to wrap: not bucketed")
 
 
 _USE_CACHE_SAVED = "_sagemaker_tc_use_cache"
@@ -106,7 +101,7 @@ def make_callback(session: CompilerSession) -> Any:
 
                 describe_at_train_begin(session, args, state, train_dataloader, lr_scheduler, optimizer)
             if session.config.enabled and model is not None:
-                prepare_training(session, model, train_dataloader, optimizer, bool(args.torch_compile))
+                prepare_training(session, model, optimizer, args, state, bool(args.torch_compile))
 
         def on_step_begin(self, args, state, control, **kwargs):
             session.timer.begin_step()

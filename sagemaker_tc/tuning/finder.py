@@ -230,71 +230,18 @@ def find_max_batch(
         TuningError: bad arguments, before any try.
         BatchSizeSearchError: not even the smallest batch fits.
     """
-    import torch
-
     if not callable(make_batch):
         raise TuningError(f"make_batch must be a function make_batch(b) -> batch of b samples (got {make_batch!r})")
     if isinstance(steps_per_trial, bool) or not isinstance(steps_per_trial, int) or steps_per_trial < 2:
         raise TuningError(f"steps_per_trial must be an int >= 2 (got {steps_per_trial!r})")
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    if not parameters:
-        raise TuningError(f"{type(model).__name__} has no trainable parameters: nothing to train")
-    device = parameters[0].device
-    budget = resolve_budget(device, budget_gib)
-    config = config or TrainingCompilerConfig()
-    factory = optimizer_factory or _adamw
-    compute_loss_fn = loss_fn or compute_loss
-    base_bytes = tensor_bytes(list(model.parameters()) + list(model.buffers())) if device.type == "cpu" else 0
-    autocast = (
-        torch.autocast(device_type=device.type, dtype=autocast_dtype)
-        if autocast_dtype is not None
-        else contextlib.nullcontext()
-    )
-
-    def try_batch(batch_size: int) -> Trial:
-        started = time.perf_counter()
-        peak, reason = None, None
-        batch = optimizer = loss = None
-        try:
-            with PeakMemory(device, base_bytes) as measure:
-                batch = _checked_batch(make_batch, batch_size)
-                optimizer = factory(parameters)
-                for _ in range(steps_per_trial):
-                    optimizer.zero_grad(set_to_none=True)
-                    with autocast:
-                        loss = compute_loss_fn(model, batch)
-                    loss.backward()
-                    optimizer.step()
-                    loss = None
-            peak = measure.peak_bytes
-            if peak is not None and peak > budget.bytes:
-                reason = f"peak {format_bytes(peak)} > budget {format_bytes(budget.bytes)}"
-        except Exception as error:
-            if not _is_out_of_memory(error):
-                raise
-            reason = f"out of memory: {str(error).splitlines()[0][:200]}"
-        finally:
-            batch = optimizer = loss = None
-            for param in parameters:
-                param.grad = None
-            _free(device)
-        trial = Trial(batch_size, reason is None, peak, reason, time.perf_counter() - started)
-        logger.info(
-            "batch %d %s: %s (peak %s, %.1f s)",
-            batch_size,
-            "compiled" if compiled else "eager",
-            "fits" if trial.fits else f"does not fit, {reason}",
-            format_bytes(peak),
-            trial.seconds,
-        )
-        return trial
-
+    tries = _Tries(model, make_batch, compiled, budget_gib, steps_per_trial, optimizer_factory, loss_fn, autocast_dtype)
     started = time.perf_counter()
-    with _restored(model), _compiled_regions(model, config) if compiled else contextlib.nullcontext():
+    with (
+        _restored(model),
+        _compiled_regions(model, config or TrainingCompilerConfig()) if compiled else contextlib.nullcontext(),
+    ):
         model.train()
-        result = search_max_batch(
-            try_batch, start=start, max_batch=max_batch, multiple_of=multiple_of, max_tries=max_tries
-        )
+        result = search_max_batch(tries, start=start, max_batch=max_batch, multiple_of=multiple_of, max_tries=max_tries)
     if result.capped:
         logger.warning(
             "batch-size search: the cap itself fits (%d samples); a larger batch may fit too: raise the cap "
@@ -304,9 +251,80 @@ def find_max_batch(
     return BatchSizeSearch(
         batch_size=result.batch_size,
         compiled=compiled,
-        device=str(device),
-        budget=budget,
+        device=str(tries.device),
+        budget=tries.budget,
         search=result,
         seconds=time.perf_counter() - started,
         seq_len=seq_len,
     )
+
+
+class _Tries:
+    """One try of the search: ``steps_per_trial`` training steps at a batch size, its peak memory
+    held to the budget (:func:`find_max_batch`'s arguments).
+
+    Raises:
+        TuningError: the model has no trainable parameters.
+    """
+
+    def __init__(self, model, make_batch, compiled, budget_gib, steps, optimizer_factory, loss_fn, autocast_dtype):
+        import torch
+
+        self.model, self.make_batch, self.compiled, self.steps = model, make_batch, compiled, steps
+        self.parameters = [p for p in model.parameters() if p.requires_grad]
+        if not self.parameters:
+            raise TuningError(f"{type(model).__name__} has no trainable parameters: nothing to train")
+        self.device = self.parameters[0].device
+        self.budget = resolve_budget(self.device, budget_gib)
+        self.factory = optimizer_factory or _adamw
+        self.loss_fn = loss_fn or compute_loss
+        cpu = self.device.type == "cpu"
+        self.base_bytes = tensor_bytes(list(model.parameters()) + list(model.buffers())) if cpu else 0
+        self.autocast_dtype = autocast_dtype
+        self._torch = torch
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return self._torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def __call__(self, batch_size: int) -> Trial:
+        started = time.perf_counter()
+        peak, reason = None, None
+        try:
+            peak = self._train(batch_size)
+            if peak is not None and peak > self.budget.bytes:
+                reason = f"peak {format_bytes(peak)} > budget {format_bytes(self.budget.bytes)}"
+        except Exception as error:
+            if not _is_out_of_memory(error):
+                raise
+            reason = f"out of memory: {str(error).splitlines()[0][:200]}"
+        finally:
+            for param in self.parameters:
+                param.grad = None
+            _free(self.device)
+        trial = Trial(batch_size, reason is None, peak, reason, time.perf_counter() - started)
+        logger.info(
+            "batch %d %s: %s (peak %s, %.1f s)",
+            batch_size,
+            "compiled" if self.compiled else "eager",
+            "fits" if trial.fits else f"does not fit, {reason}",
+            format_bytes(peak),
+            trial.seconds,
+        )
+        return trial
+
+    def _train(self, batch_size: int) -> int | None:
+        """Train ``steps`` steps at ``batch_size`` on a fresh trial optimizer; returns the peak, bytes."""
+        with PeakMemory(self.device, self.base_bytes) as measure:
+            batch = _checked_batch(self.make_batch, batch_size)
+            optimizer = self.factory(self.parameters)
+            for _ in range(self.steps):
+                optimizer.zero_grad(set_to_none=True)
+                with self._autocast():
+                    loss = self.loss_fn(self.model, batch)
+                loss.backward()
+                optimizer.step()
+                loss = None
+            batch = optimizer = None
+        return measure.peak_bytes

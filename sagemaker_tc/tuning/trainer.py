@@ -74,13 +74,12 @@ def tune_at_init_end(session: CompilerSession, args: Any, model: Any) -> TuningD
     config = session.config
     if config.batch_size is None or model is None:
         return None
-    old_batch = args.per_device_train_batch_size
 
-    def plan(new_batch: int, search: dict | None):
+    def plan(new_batch: int, search: dict | None) -> TuningDecision:
         return plan_tuning(
             requested=config.batch_size,
             new_batch=new_batch,
-            old_batch=old_batch,
+            old_batch=args.per_device_train_batch_size,
             learning_rate=args.learning_rate,
             lr_scaling=config.lr_scaling,
             warmup_steps=args.warmup_steps,
@@ -100,46 +99,55 @@ def tune_at_init_end(session: CompilerSession, args: Any, model: Any) -> TuningD
                 compiled=config.compiles and not args.torch_compile,
                 optimizer_factory=_optimizer_factory(args, model),
                 autocast_dtype=_autocast_dtype(args),
-                start=old_batch,
+                start=args.per_device_train_batch_size,
             )
         except Exception as error:
-            reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-            trials = [t.to_dict() for t in getattr(error, "trials", [])]
-            failed = plan(old_batch, {"failed": reason, "trials": trials})
-            failed.applied, failed.note = False, f"search failed: {reason}"
-            record(session, failed, log=False)
-            if config.policy == "strict":
-                raise
-            logger.error(
-                "BATCH SIZE NOT TUNED: the batch-size search failed (%s); keeping the script's batch %d and learning "
-                "rate %g",
-                reason,
-                old_batch,
-                args.learning_rate,
-            )
-            return failed
+            return _search_failed(session, args, error, plan)
         new_batch, search = found.batch_size, found.to_dict()
     decision = plan(int(new_batch), search)
+    _apply(session, args, decision)
+    record(session, decision, log=decision.applied)
+    return decision
+
+
+def _search_failed(session: CompilerSession, args: Any, error: Exception, plan: Any) -> TuningDecision:
+    """Record a failed search (the script's batch kept); re-raise it under ``policy="strict"``."""
+    reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    trials = [t.to_dict() for t in getattr(error, "trials", [])]
+    failed = plan(args.per_device_train_batch_size, {"failed": reason, "trials": trials})
+    failed.applied, failed.note = False, f"search failed: {reason}"
+    record(session, failed, log=False)
+    if session.config.policy == "strict":
+        raise error
+    logger.error(
+        "BATCH SIZE NOT TUNED: the batch-size search failed (%s); keeping the script's batch %d and learning rate %g",
+        reason,
+        args.per_device_train_batch_size,
+        args.learning_rate,
+    )
+    return failed
+
+
+def _apply(session: CompilerSession, args: Any, decision: TuningDecision) -> None:
+    """Put the decision into the ``TrainingArguments`` and the Trainer being built (or say why not)."""
     trainer = _internals.calling_trainer()
     if trainer is None or not _internals.set_trainer_batch_size(trainer, _train_batch(args, decision)):
         decision.applied = False
         decision.note = "the Trainer calling on_init_end was not found on the call stack: nothing changed"
         logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
-    else:
-        args.per_device_train_batch_size = decision.per_device_batch[1]
-        args.learning_rate = decision.learning_rate[1]
-        args.warmup_steps = decision.warmup_steps[1]
-        args.max_steps = decision.max_steps[1]
-        after = decision.max_steps[1]
-        if config.compiles and 0 < after <= config.baseline_steps:
-            logger.warning(
-                "batch_size: max_steps is now %d, no more than baseline_steps=%d: every step runs in the eager "
-                "baseline and none compiled (lower baseline_steps, or raise max_steps)",
-                after,
-                config.baseline_steps,
-            )
-    record(session, decision, log=decision.applied)
-    return decision
+        return
+    args.per_device_train_batch_size = decision.per_device_batch[1]
+    args.learning_rate = decision.learning_rate[1]
+    args.warmup_steps = decision.warmup_steps[1]
+    args.max_steps = decision.max_steps[1]
+    after, config = decision.max_steps[1], session.config
+    if config.compiles and 0 < after <= config.baseline_steps:
+        logger.warning(
+            "batch_size: max_steps is now %d, no more than baseline_steps=%d: every step runs in the eager "
+            "baseline and none compiled (lower baseline_steps, or raise max_steps)",
+            after,
+            config.baseline_steps,
+        )
 
 
 def _train_batch(args: Any, decision: TuningDecision) -> int:

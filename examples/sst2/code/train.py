@@ -66,6 +66,8 @@ def main() -> None:
     parser.add_argument("--max_length", type=int, default=64)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--padding", choices=("dynamic", "max_length"), default="dynamic")
+    # TrainingArguments(torch_compile=True): the one-flag peer benchmarks/e2e_sst2.py compares against.
+    parser.add_argument("--torch_compile", choices=("true", "false"), default="false")
     args = parser.parse_args()
 
     set_seed(args.seed)  # before the classifier head is initialized, so runs repeat
@@ -98,6 +100,7 @@ def main() -> None:
         report_to="none",
         seed=args.seed,
         use_cpu=not torch.cuda.is_available(),
+        torch_compile=args.torch_compile == "true",
     )
     trainer = Trainer(
         model=model,

@@ -1,0 +1,91 @@
+"""What a job learned about its plans, kept in the compile cache so the next job starts from it.
+
+A job with ``cache=`` writes ``sagemaker_tc_plans.json`` into its Inductor folder before the cache is
+saved, so the file travels with the cache entry and is restored with it. It holds, per workload
+(model class and size, device, processes, samples per step), the eager step and each plan's measured
+compile and steady step seconds, and the plan chosen. ``plan="auto"`` then estimates an untried plan
+from what an earlier job measured instead of from the device's prior
+(:func:`sagemaker_tc.compiler.planner.estimate`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+FILENAME = "sagemaker_tc_plans.json"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class WorkloadKey:
+    """What makes two jobs' step times comparable.
+
+    Attributes:
+        model: the model's class name.
+        parameters: its parameter count.
+        device: the device (``"cpu"``, or the CUDA device's name).
+        world_size: processes training together.
+        samples_per_step: the global batch of the first measured step.
+    """
+
+    model: str
+    parameters: int
+    device: str
+    world_size: int
+    samples_per_step: int
+
+    def text(self) -> str:
+        """A stable string form, the history file's key."""
+        return "|".join(str(value) for value in asdict(self).values())
+
+
+def read(folder: Path | None, key: WorkloadKey) -> dict[str, Any]:
+    """The entry for ``key`` in ``folder``'s history file (empty without one; never raises)."""
+    if folder is None:
+        return {}
+    try:
+        data = json.loads((folder / FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return {}
+    entry = data.get("workloads", {}).get(key.text())
+    return entry if isinstance(entry, dict) else {}
+
+
+def write(folder: Path | None, key: WorkloadKey, entry: dict[str, Any]) -> None:
+    """Merge ``entry`` into ``folder``'s history file under ``key`` (atomically; never raises).
+
+    A plan this job measured replaces the earlier measurement; plans it did not try keep theirs.
+    """
+    if folder is None:
+        return
+    path = folder / FILENAME
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            data = {"schema": SCHEMA, "workloads": {}}
+        old = data["workloads"].get(key.text(), {})
+        plans = {**old.get("plans", {}), **entry.get("plans", {})}
+        data["workloads"][key.text()] = {
+            **old,
+            **entry,
+            "plans": plans,
+            "workload": asdict(key),
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".tmp-", delete=False, encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2)
+        os.replace(handle.name, path)
+    except (OSError, ValueError, TypeError) as error:
+        logger.warning("Could not record the plan history in %s: %s", path, error)

@@ -1,0 +1,189 @@
+"""``plan="auto"``: which compile plan a job keeps, decided by projecting the job's remaining time.
+
+Pure (no torch): the runtime hands in what it measured and what it knows about the job; this module
+says which plan to try next and which to keep. The rule (issue "compile plans chosen by
+measurement"): keep the option with the lowest projected time for the rest of the job,
+
+    projected seconds = compile seconds still to pay + remaining steps x steady step seconds,
+
+eager included (it compiles nothing). A plan already tried has paid its compile: it projects at its
+measured steady step. A plan not tried yet projects at its *estimate*: the compile seconds it would
+cost (measured in an earlier job with the same workload, from the compile cache's history, else a
+prior for the device) and its best plausible step (measured earlier, else the eager step divided by
+the device's largest speedup seen for that plan). Plans are tried cheapest compile first, and one is
+tried only while its estimate beats the best projection known: a costlier compile that cannot pay
+off in the steps left is never paid for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+EAGER = "eager"
+COMPILED_PLANS: tuple[str, ...] = ("regional", "model", "step")
+"""Compile plans in the order ``auto`` tries them: cheapest compile first."""
+
+ASSUMED_JOB_STEPS = 1000
+"""Optimizer steps assumed for a plain loop that gives no ``expected_steps`` (the report says so)."""
+
+WARM_CACHE_COMPILE_FACTOR = 0.2
+"""A compile from a warm cache costs this share of the cold compile. Measured on the 2-core CPU:
+0.086x (tiny BERT, regional, ``benchmarks/results/cache_warm_start.json``); 0.2 leaves room for the
+parts a cache does not skip (dynamo tracing, guards)."""
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What we expect of a plan on a device before any job measured it.
+
+    Attributes:
+        compile_base_seconds: compile seconds of the smallest graph (Inductor's fixed cost).
+        compile_seconds_per_module: compile seconds per leaf module the plan's graphs cover.
+        max_speedup: the largest steady-step speedup over eager seen for the plan on the device;
+            an untried plan is assumed to reach it (optimistic, so a plan that could pay is tried).
+    """
+
+    compile_base_seconds: float
+    compile_seconds_per_module: float
+    max_speedup: float
+
+
+# Sources. CPU (this project's 2-core x86 CPU, MiniLM-L6 fine-tuning at 32 x ~40 tokens,
+# benchmarks/results/plan-steps_cpu_202612.json): one compile costs ~18 s for a block graph (13 leaf
+# modules) and ~88 s for the whole model (~90), forward and backward together; steady steps against
+# eager: regional 0.97x, model 1.03x, model with bucketed static shapes 0.84x; the step plan's fused
+# optimizer is what a Trainer already uses, so step is given the model plan's 1.05x. CUDA (one H200, BERT-base,
+# benchmarks/results/gpu-check-h200_202611-cold.json): 10.6 s for the block graph, 18.7 s for the whole
+# model; whole-model compile 2.24x eager; CUDA graphs add 70-100% on small steps (PyTorch's dashboards,
+# shared/research/perf.md).
+PRIORS: dict[str, dict[str, Prior]] = {
+    "cpu": {
+        "regional": Prior(6.0, 0.9, 1.02),
+        "model": Prior(6.0, 0.9, 1.05),
+        "step": Prior(6.0, 0.9, 1.05),
+    },
+    "cuda": {
+        "regional": Prior(10.0, 0.06, 1.5),
+        "model": Prior(10.0, 0.06, 2.5),
+        "step": Prior(12.0, 0.06, 4.0),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One option measured in this job: steady step and the compile it paid (seconds)."""
+
+    plan: str
+    steady_step_seconds: float | None
+    compile_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An untried plan's expected compile seconds and best plausible steady step, and where they
+    come from (``"history"``: an earlier job with the same workload; ``"prior"``: the device's prior)."""
+
+    plan: str
+    compile_seconds: float
+    step_seconds: float
+    source: str
+
+
+@dataclass
+class Workload:
+    """What the estimates depend on.
+
+    Attributes:
+        device: ``"cpu"`` or ``"cuda"``.
+        modules: leaf modules per plan's compiled graphs, e.g. ``{"regional": 13, "model": 88,
+            "step": 88}`` (regional counts one block: its graph is shared by every block).
+        warm_cache: the job started with a warm compile cache.
+        history: per plan, what an earlier job with the same workload measured:
+            ``{"compile_seconds", "steady_step_seconds", "cache": "cold" | "warm"}``.
+    """
+
+    device: str
+    modules: Mapping[str, int]
+    warm_cache: bool = False
+    history: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def estimate(plan: str, workload: Workload, eager_step_seconds: float) -> Estimate:
+    """The compile seconds and best steady step to expect of ``plan`` (module docstring). A warm
+    cache cuts the compile of a plan an earlier job compiled (and saved); a plan no job compiled
+    before compiles cold, whatever else the cache holds."""
+    past = workload.history.get(plan) or {}
+    prior = PRIORS.get(workload.device, PRIORS["cuda"])[plan]
+    if past.get("compile_seconds") is not None and past.get("steady_step_seconds") is not None:
+        compile_seconds = float(past["compile_seconds"])
+        if workload.warm_cache and past.get("cache") != "warm":
+            compile_seconds *= WARM_CACHE_COMPILE_FACTOR
+        return Estimate(plan, compile_seconds, float(past["steady_step_seconds"]), "history")
+    # No earlier job compiled this plan, so a warm cache holds nothing for it: a cold compile.
+    compile_seconds = prior.compile_base_seconds + prior.compile_seconds_per_module * workload.modules.get(plan, 0)
+    return Estimate(plan, compile_seconds, eager_step_seconds / prior.max_speedup, "prior")
+
+
+@dataclass(frozen=True)
+class Projection:
+    """An option's projected seconds for the rest of the job, and how it was projected."""
+
+    plan: str
+    seconds: float
+    basis: str  # "measured" or "estimate (history)" / "estimate (prior)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {"plan": self.plan, "projected_seconds": self.seconds, "basis": self.basis}
+
+
+def project(measured: Sequence[Measured], estimates: Sequence[Estimate], remaining_steps: int) -> list[Projection]:
+    """Projected seconds for the rest of the job for each measured option (its compile is paid) and
+    each estimated one (compile still to pay), lowest first."""
+    remaining = max(0, remaining_steps)
+    options = [
+        Projection(m.plan, remaining * m.steady_step_seconds, "measured")
+        for m in measured
+        if m.steady_step_seconds is not None
+    ]
+    options += [
+        Projection(e.plan, e.compile_seconds + remaining * e.step_seconds, f"estimate ({e.source})") for e in estimates
+    ]
+    return sorted(options, key=lambda option: option.seconds)
+
+
+def next_trial(
+    measured: Sequence[Measured],
+    candidates: Sequence[str],
+    workload: Workload,
+    remaining_steps: int,
+) -> tuple[str | None, list[Projection]]:
+    """The next plan to try, cheapest compile first, or None when no untried plan's estimate beats
+    the best measured option over the ``remaining_steps``.
+
+    Returns:
+        ``(plan or None, the projections the choice was made from)``.
+    """
+    eager = next((m.steady_step_seconds for m in measured if m.plan == EAGER), None)
+    tried = {m.plan for m in measured}
+    untried = [plan for plan in candidates if plan not in tried]
+    if eager is None:
+        return None, []
+    estimates = [estimate(plan, workload, eager) for plan in untried]
+    projections = project(measured, estimates, remaining_steps)
+    best_measured = min((p.seconds for p in projections if p.basis == "measured"), default=float("inf"))
+    for plan in untried:  # cheapest compile first
+        option = next(p for p in projections if p.plan == plan)
+        if option.seconds < best_measured:
+            return plan, projections
+    return None, projections
+
+
+def choose(measured: Sequence[Measured], remaining_steps: int) -> tuple[str, list[Projection]]:
+    """The measured option with the lowest projection for the rest of the job (eager when nothing
+    else was measured)."""
+    projections = project(measured, [], remaining_steps)
+    return (projections[0].plan if projections else EAGER), projections

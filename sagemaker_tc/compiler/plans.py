@@ -1,0 +1,148 @@
+"""The compile plans' mechanics on a model: what each plan compiles, installed in place and taken out.
+
+- ``regional``: each repeated block (transformer layer) compiled on its own; the code around the
+  blocks (embeddings, masks, head, loss) and the optimizer run eagerly. Cheapest to compile: one
+  graph serves every block.
+- ``model``: the whole model's forward, loss included (Hugging Face models compute it when given
+  labels), as one graph; AOTAutograd compiles its backward as one graph too.
+- ``step``: ``model``, plus the optimizer update (:mod:`sagemaker_tc.compiler.optimizers`), and on
+  CUDA with static shapes both captured in CUDA graphs (``mode="reduce-overhead"``: cudagraph trees).
+
+Everything is compiled in place: a plan installs a :class:`GuardedCall` in each module's compiled-call
+slot (the one ``Module.compile()`` fills), so the module objects, their ``state_dict()`` keys and
+the hooks wrappers add later stay as they are, and taking a plan out is emptying the slots. Only the
+active plan's slots are filled; an inactive plan costs nothing per call. The compiled functions are
+kept, so a plan switched back in does not compile again.
+
+Wrapping order with DDP/FSDP: call ``compile_model`` on the bare model before wrapping it
+(``DistributedDataParallel(compile_model(model))``); the Hugging Face integration compiles the model
+the Trainer trains, inside accelerate's wrapper. ``FSDP2``'s ``fully_shard`` keeps working on a model
+compiled in place (its hooks are the module's own); FSDP1 is not tested.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sagemaker_tc import _internals
+from sagemaker_tc.compiler.regions import compile_region, find_repeated_blocks
+
+if TYPE_CHECKING:
+    import torch
+
+PLAN_NAMES: tuple[str, ...] = ("eager", "regional", "model", "step")
+
+
+class GuardedCall:
+    """Installed in a module's compiled-call slot: the compiled call, with eager fallback.
+
+    ``static`` runs while training batches are padded to bucket lengths (one graph per bucket),
+    ``dynamic`` otherwise. When the compiled call raises, the same call runs eagerly: if eager works
+    the compiler failed (``on_failure(error)`` decides by policy: fall back or raise); if eager
+    fails too, the error is the model's own and propagates. ``before_call``, when given, may rewrite
+    the call's arguments first (outside the compiled graph: padding to a bucket, step timing).
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        dynamic: Callable[..., Any],
+        static: Callable[..., Any],
+        static_shapes: Callable[[], bool],
+        on_failure: Callable[[BaseException], None],
+        before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
+    ) -> None:
+        self.module_ref = weakref.ref(module)
+        self.dynamic = dynamic
+        self.static = static
+        self.static_shapes = static_shapes
+        self.on_failure = on_failure
+        self.before_call = before_call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = self.module_ref()
+        if self.before_call is not None:
+            args, kwargs = self.before_call(module, args, kwargs)
+        function = self.static if (module.training and self.static_shapes()) else self.dynamic
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
+            result = _internals.uncompiled_call(module)(*args, **kwargs)
+            self.on_failure(error)
+            return result
+
+
+@dataclass
+class PlanSlots:
+    """What one plan installs on one model: each module and the call that goes in its slot."""
+
+    name: str
+    modules: list[Any] = field(default_factory=list)
+    calls: list[GuardedCall] = field(default_factory=list)
+
+    def install(self) -> None:
+        """Fill the slots (the plan is active)."""
+        for module, call in zip(self.modules, self.calls, strict=True):
+            _internals.set_compiled_call(module, call)
+
+    def uninstall(self) -> None:
+        """Empty the slots (the modules run their own, uncompiled call)."""
+        for module in self.modules:
+            _internals.set_compiled_call(module, None)
+
+
+def plan_modules(model: torch.nn.Module, plan: str) -> list[torch.nn.Module]:
+    """The modules ``plan`` compiles on ``model``: the repeated blocks (``regional``; the whole model
+    when it has none), the model itself (``model``, ``step``), nothing (``eager``)."""
+    if plan == "eager":
+        return []
+    if plan == "regional":
+        return find_repeated_blocks(model) or [model]
+    return [model]
+
+
+def leaf_modules(module: torch.nn.Module) -> int:
+    """Modules without children under ``module`` (itself when it has none): what a compile's cost
+    grows with (:mod:`sagemaker_tc.compiler.planner`)."""
+    return sum(1 for m in module.modules() if next(m.children(), None) is None) or 1
+
+
+def build_slots(
+    model: torch.nn.Module,
+    plan: str,
+    compile_kwargs: dict[str, Any],
+    static_shapes: Callable[[], bool],
+    on_failure: Callable[[BaseException], None],
+    before_model_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
+    static_kwargs: dict[str, Any] | None = None,
+) -> PlanSlots:
+    """Compile (lazily: torch compiles at the first call) what ``plan`` compiles on ``model``.
+
+    ``compile_kwargs`` are ``torch.compile``'s (backend, mode, dynamic, fullgraph) for calls with
+    varying shapes; ``static_kwargs`` those for bucketed training calls (default: the same with
+    ``dynamic=False``; the ``step`` plan adds CUDA graphs there). ``before_model_call`` runs before a
+    call of the model itself (plans that compile the whole model), outside the graph.
+    """
+    slots = PlanSlots(plan)
+    static_kwargs = static_kwargs or {**compile_kwargs, "dynamic": False}
+    for module in plan_modules(model, plan):
+        dynamic = compile_region(module, **compile_kwargs)
+        static = dynamic if static_kwargs == compile_kwargs else compile_region(module, **static_kwargs)
+        before = before_model_call if module is model else None
+        slots.modules.append(module)
+        slots.calls.append(GuardedCall(module, dynamic, static, static_shapes, on_failure, before))
+    return slots
+
+
+def describe(config_plan: str, regional: bool, block_class: str | None, num_regions: int) -> str:
+    """One phrase for the log: what the configured plan compiles (``auto``: what it may try)."""
+    blocks = f"{num_regions} {block_class} blocks" if regional else "the whole model"
+    if config_plan == "auto":
+        return f"plan auto (eager steps first, then regional on {blocks}, model, step, as far as they can pay off)"
+    if config_plan == "regional":
+        return f"plan regional ({blocks})"
+    return f"plan {config_plan} (the whole model{' and the optimizer update' if config_plan == 'step' else ''})"

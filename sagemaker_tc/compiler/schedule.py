@@ -1,0 +1,186 @@
+"""Which plan runs each optimizer step: the phases of a job, their measurements, ``plan="auto"``'s choice.
+
+- An explicit ``plan``: ``baseline_steps`` eager steps (measured: the eager step for
+  ``break_even_steps``), a trial of the plan (measured), then the plan for the rest of the job.
+- ``plan="auto"``: :data:`EAGER_TRIAL_STEPS` eager steps, then, cheapest compile first, each plan
+  whose estimate can still beat the best projection (:func:`sagemaker_tc.compiler.planner.next_trial`)
+  for :data:`TRIAL_STEPS` real training steps, then the option with the lowest projected time for the
+  rest of the job, eager included (:func:`~sagemaker_tc.compiler.planner.choose`).
+
+Phase lengths are step counts, and each choice is rank 0's, broadcast to every rank, so all ranks
+switch at the same step. Step times are read only when a phase ends (the caller's ``records()``:
+one host sync on CUDA per decision, none per step). The runtime (:mod:`.runtime`) installs the plan
+this schedule names; this module decides, and holds what the report shows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.steps import StepRecord, steady_median
+from sagemaker_tc.config import TrainingCompilerConfig
+
+logger = logging.getLogger("sagemaker_tc.compiler")
+
+EAGER_TRIAL_STEPS = 5
+"""Eager steps ``auto`` measures first: the first is warm-up, the median of the rest is the eager step."""
+TRIAL_STEPS = 6
+"""Steps of a compiled trial: the first compiles, later ones may compile a new bucket; the steady
+step is the median of those that compiled nothing."""
+
+
+@dataclass
+class Phase:
+    """``plan`` for ``steps`` steps (None: the rest of the job); ``trial``: measured for the report
+    and the decision."""
+
+    plan: str
+    steps: int | None
+    trial: bool
+
+
+class Schedule:
+    """The phases of one job under ``config`` (module docstring).
+
+    Args:
+        config: the job's config.
+        workload: what the planner's estimates depend on (device, modules per plan, history).
+    """
+
+    def __init__(self, config: TrainingCompilerConfig, workload: planner.Workload) -> None:
+        self.config = config
+        self.workload = workload
+        self.auto = config.resolved_plan == "auto"
+        self.phases = _phases(config)
+        self.measured: dict[str, planner.Measured] = {}
+        self.decision: dict[str, Any] | None = None
+        self.chosen: str | None = None
+        self.job_steps: int | None = None
+        self.job_steps_source = "unknown"
+        self.history_source: Callable[[], dict] | None = None
+        self.steps = 0
+        self.phase_start = 0
+        self.failed = False
+
+    def first_plan(self, default: str) -> str:
+        """The plan the first step runs (``default`` when the config compiles nothing)."""
+        return self.phases[0].plan if self.phases else default
+
+    def set_job_length(self, steps: int | None, source: str) -> None:
+        """The job's optimizer steps in all (``Trainer``'s ``max_steps``, ``expected_steps``)."""
+        if steps is not None and steps > 0:
+            self.job_steps, self.job_steps_source = int(steps), source
+
+    def after_step(self, records: Callable[[], list[StepRecord]], available: Sequence[str]) -> str | None:
+        """Count a finished step; when it ends a phase, measure it and return the plan to run next
+        (``available``: the compiled plans ``auto`` may try). None: keep the current plan."""
+        self.steps += 1
+        if not self.phases or self.phases[0].steps is None or self.steps - self.phase_start < self.phases[0].steps:
+            return None
+        phase = self.phases.pop(0)
+        if phase.trial:
+            self._measure(phase, records())
+        self.phase_start = self.steps
+        if self.auto and not self.phases:
+            self._plan_next(available)
+        if self.failed:
+            return planner.EAGER
+        return self.phases[0].plan if self.phases else self.chosen
+
+    def fail(self) -> None:
+        """The compiler failed: no compiled plan runs again; eager is the choice."""
+        self.failed = True
+        self.chosen = planner.EAGER
+        self.phases = [p for p in self.phases if p.plan == planner.EAGER and p.steps is not None]
+
+    def _measure(self, phase: Phase, records: list[StepRecord]) -> None:
+        ran = [r for r in records[self.phase_start : self.steps] if r.variant == phase.plan]
+        failed = phase.plan != planner.EAGER and self.failed
+        steady = None if failed else steady_median(ran)
+        compile_seconds = sum(max(0.0, r.seconds - steady) for r in ran if r.compiled_during) if steady else 0.0
+        self.measured[phase.plan] = planner.Measured(phase.plan, steady, compile_seconds)
+
+    def _plan_next(self, available: Sequence[str]) -> None:
+        """``auto``: the next trial, or the final choice (rank 0's, on every rank)."""
+        remaining = (self.job_steps or planner.ASSUMED_JOB_STEPS) - self.steps
+        candidates = [plan for plan in available if plan not in self.measured]
+        if self.history_source is not None and not self.workload.history:
+            self.workload.history = self.history_source() or {}
+        plan, projections = (None, [])
+        if not self.failed:
+            plan, projections = planner.next_trial(list(self.measured.values()), candidates, self.workload, remaining)
+        if plan is not None:
+            plan = agree_across_ranks(plan)
+            self.phases.append(Phase(plan, TRIAL_STEPS, trial=True))
+            logger.info("Compile plan trial: %s next (projections: %s)", plan, describe(projections))
+            return
+        choice, final = planner.choose(list(self.measured.values()), remaining)
+        self.chosen = agree_across_ranks(choice)
+        self._record_decision(final + [p for p in projections if p.basis != "measured"], remaining)
+
+    def _record_decision(self, projections: list[planner.Projection], remaining: int) -> None:
+        by_plan = sorted({p.plan: p for p in projections}.values(), key=lambda p: p.seconds)
+        assumed = f"assumed {planner.ASSUMED_JOB_STEPS}"
+        self.decision = {
+            "chosen": self.chosen,
+            "job_steps": self.job_steps,
+            "job_steps_source": self.job_steps_source if self.job_steps else assumed,
+            "decided_at_step": self.steps,
+            "remaining_steps": remaining,
+            "projections": [p.to_dict() for p in by_plan],
+            "reason": f"{self.chosen} for the remaining {remaining} steps: lowest projected time ({describe(by_plan)})",
+        }
+        logger.info("COMPILE PLAN: %s", self.decision["reason"])
+
+    def trials(self, records: list[StepRecord]) -> list[dict[str, Any]]:
+        """Each measured option: ``{"plan", "variant", "steady_step_seconds", "compile_seconds"}``,
+        including a trial under way when the job ended (measured over the steps it had)."""
+        measured = dict(self.measured)
+        if self.phases and self.phases[0].trial and self.steps > self.phase_start:
+            plan = self.phases[0].plan
+            ran = [r for r in records[self.phase_start : self.steps] if r.variant == plan]
+            measured.setdefault(plan, planner.Measured(plan, steady_median(ran)))
+        return [
+            {
+                "plan": m.plan,
+                "variant": "eager" if m.plan == planner.EAGER else "compiled",
+                "steady_step_seconds": m.steady_step_seconds,
+                "compile_seconds": m.compile_seconds if m.plan != planner.EAGER else None,
+            }
+            for m in measured.values()
+        ]
+
+    def eager_step_seconds(self) -> float | None:
+        """Median steady step of the eager phase (seconds), None when not measured."""
+        measured = self.measured.get(planner.EAGER)
+        return measured.steady_step_seconds if measured else None
+
+
+def _phases(config: TrainingCompilerConfig) -> list[Phase]:
+    plan = config.resolved_plan
+    if not config.compiles:
+        return []
+    if plan == "auto":
+        return [Phase(planner.EAGER, max(EAGER_TRIAL_STEPS, config.baseline_steps), trial=True)]
+    baseline = [Phase(planner.EAGER, config.baseline_steps, trial=True)] if config.baseline_steps else []
+    return [*baseline, Phase(plan, TRIAL_STEPS, trial=True), Phase(plan, None, trial=False)]
+
+
+def describe(projections: Sequence[planner.Projection]) -> str:
+    """``"eager 12.0 s (measured), regional 14.2 s (estimate (prior))"``."""
+    return ", ".join(f"{p.plan} {p.seconds:.1f} s ({p.basis})" for p in projections) or "none"
+
+
+def agree_across_ranks(choice: str) -> str:
+    """Rank 0's choice on every rank when torch.distributed is initialized (else ``choice``)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return choice
+    box = [choice]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
