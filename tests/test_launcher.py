@@ -85,6 +85,55 @@ def test_the_scripts_globals_live_until_interpreter_shutdown_after_the_report(tm
     assert json.loads(line.split(" ", 1)[1]) == {"finalizing": True, "report": True}
 
 
+# What gloo's process group does when the last reference to it (a DDP model's) goes: its C++ destructor joins
+# the worker threads while holding the GIL, and a worker that is finishing a piece of work needs the GIL to free
+# the work's tensors. Here the same thing without the network's timing, so it happens every time: the
+# object's finalizer starts a native thread that takes the GIL (a ctypes callback) and joins it with the GIL
+# held (PyDLL). In its own module, so the script's globals are in no reference cycle, as a plain DDP script's.
+GIL_JOIN_LIB = """
+import ctypes, sys
+libc = ctypes.PyDLL(None)  # its calls keep the GIL, as a C++ destructor does
+@ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+def worker(_arg):  # ctypes takes the GIL before this runs: gloo's worker in gil_scoped_acquire
+    return None
+class ProcessGroupLike:
+    def __del__(self):
+        thread = ctypes.c_ulong()
+        libc.pthread_create(ctypes.byref(thread), None, worker, None)
+        libc.pthread_join(thread, None)
+        print("JOINED finalizing=%s" % sys.is_finalizing(), flush=True)
+"""
+
+
+def test_a_script_whose_teardown_joins_a_thread_that_needs_the_gil_exits_as_under_python(tmp_path):
+    """Issue 14's hang, made deterministic. Under `python train.py` the object is freed at interpreter shutdown,
+    where a thread that asks for the GIL is let go, so the join returns; the launcher on main freed it when
+    `runpy.run_path` returned, with the GIL held and not finalizing: the join waited for ever."""
+    (tmp_path / "gil_join_lib.py").write_text(GIL_JOIN_LIB)
+    script = tmp_path / "train.py"
+    script.write_text("from gil_join_lib import ProcessGroupLike\ngroup = ProcessGroupLike()\n")
+    try:
+        plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.skip("plain python hangs on this script here (a Python that hangs threads asking for the GIL at exit)")
+    assert plain.returncode == 0 and "JOINED finalizing=True" in plain.stdout, plain
+    env = {
+        **os.environ,
+        contract.ENV_SETTINGS: json.dumps(
+            contract.encode(TrainingCompilerConfig(backend="eager"), entry_point=str(script))[contract.HP_SETTINGS]
+        ),
+        contract.ENV_OUTPUT_DIR: str(tmp_path / "output"),
+        contract.ENV_OUTPUT_DATA_DIR: str(tmp_path / "output" / "data"),
+    }
+    env.pop(contract.ENV_FRAMEWORK_PARAMS, None)
+    code = "from sagemaker_tc.container.launcher import main; main()"  # what sagemaker_tc_launcher.py runs
+    try:
+        launched = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"the launcher hung where `python train.py` exits: {hung.stdout!r}")
+    assert launched.returncode == 0 and "JOINED finalizing=True" in launched.stdout, launched
+
+
 def test_a_post_import_hook_runs_after_the_module_once_and_can_be_taken_out(tmp_path, monkeypatch):
     (tmp_path / "tc_hooked_a.py").write_text("VALUE = 1\n")
     (tmp_path / "tc_hooked_b.py").write_text("VALUE = 2\n")
