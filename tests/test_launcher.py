@@ -5,12 +5,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
 from sagemaker_tc import TrainingCompilerConfig, TrainingJobFailedError, contract
 from sagemaker_tc.container import launcher, watchdog
 from sagemaker_tc.container.post_import import when_imported
+from sagemaker_tc.sdk import local_process
 
 
 def settings_env(config: TrainingCompilerConfig) -> str:
@@ -54,6 +56,21 @@ def test_a_plain_torch_job_never_imports_transformers_and_a_trainer_script_gets_
     assert "AFTER []" in out, out  # the session's close took it out again
 
 
+def launch_as_program(tmp_path, script, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run ``script`` as a job's process does: the injected launcher's ``main()`` is the program."""
+    env = {
+        **os.environ,
+        contract.ENV_SETTINGS: json.dumps(
+            contract.encode(TrainingCompilerConfig(backend="eager"), entry_point=str(script))[contract.HP_SETTINGS]
+        ),
+        contract.ENV_OUTPUT_DIR: str(tmp_path / "output"),
+        contract.ENV_OUTPUT_DATA_DIR: str(tmp_path / "output" / "data"),
+    }
+    env.pop(contract.ENV_FRAMEWORK_PARAMS, None)
+    code = "from sagemaker_tc.container.launcher import main; main()"  # what sagemaker_tc_launcher.py runs
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def test_the_scripts_globals_live_until_interpreter_shutdown_after_the_report(tmp_path):
     """The root cause of issue 14's hang: the launcher freed the script's globals (a DDP model, and with it
     gloo's process group) as soon as the script returned, with the GIL held. As the process's program, the
@@ -70,17 +87,8 @@ def test_the_scripts_globals_live_until_interpreter_shutdown_after_the_report(tm
     )
     script = tmp_path / "train.py"
     script.write_text("from model_lib import Model\nmodel = Model()\n")
-    env = {
-        **os.environ,
-        contract.ENV_SETTINGS: json.dumps(
-            contract.encode(TrainingCompilerConfig(backend="eager"), entry_point=str(script))[contract.HP_SETTINGS]
-        ),
-        contract.ENV_OUTPUT_DIR: str(tmp_path / "output"),
-        contract.ENV_OUTPUT_DATA_DIR: str(tmp_path / "output" / "data"),
-    }
-    env.pop(contract.ENV_FRAMEWORK_PARAMS, None)
-    code = "from sagemaker_tc.container.launcher import main; main()"  # what sagemaker_tc_launcher.py runs
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    done = launch_as_program(tmp_path, script)
+    assert done.returncode == 0, done
     line = next(line for line in done.stdout.splitlines() if line.startswith("TEARDOWN"))
     assert json.loads(line.split(" ", 1)[1]) == {"finalizing": True, "report": True}
 
@@ -117,18 +125,8 @@ def test_a_script_whose_teardown_joins_a_thread_that_needs_the_gil_exits_as_unde
     except subprocess.TimeoutExpired:
         pytest.skip("plain python hangs on this script here (a Python that hangs threads asking for the GIL at exit)")
     assert plain.returncode == 0 and "JOINED finalizing=True" in plain.stdout, plain
-    env = {
-        **os.environ,
-        contract.ENV_SETTINGS: json.dumps(
-            contract.encode(TrainingCompilerConfig(backend="eager"), entry_point=str(script))[contract.HP_SETTINGS]
-        ),
-        contract.ENV_OUTPUT_DIR: str(tmp_path / "output"),
-        contract.ENV_OUTPUT_DATA_DIR: str(tmp_path / "output" / "data"),
-    }
-    env.pop(contract.ENV_FRAMEWORK_PARAMS, None)
-    code = "from sagemaker_tc.container.launcher import main; main()"  # what sagemaker_tc_launcher.py runs
     try:
-        launched = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        launched = launch_as_program(tmp_path, script, timeout=120)
     except subprocess.TimeoutExpired as hung:
         pytest.fail(f"the launcher hung where `python train.py` exits: {hung.stdout!r}")
     assert launched.returncode == 0 and "JOINED finalizing=True" in launched.stdout, launched
@@ -195,6 +193,15 @@ def test_the_grace_period_comes_from_the_config_then_the_environment():
     for bad in ("0", "-1", "inf", "nan"):
         with pytest.raises(launcher.LauncherError, match="is not a grace period"):
             watchdog.grace_seconds(None, {contract.ENV_HANG_GRACE: bad})
+
+
+def test_local_process_jobs_get_a_shorter_grace_period_unless_the_job_sets_one(monkeypatch):
+    """SageMaker's default is 600 s; a job on this machine waits 120 s, unless its environment says otherwise."""
+    monkeypatch.delenv(contract.ENV_HANG_GRACE, raising=False)
+    request = SimpleNamespace(training_job_name="grace", environment={})
+    assert local_process._job_environment(request)[contract.ENV_HANG_GRACE] == "120"
+    request.environment = {contract.ENV_HANG_GRACE: "30"}
+    assert local_process._job_environment(request)[contract.ENV_HANG_GRACE] == "30"
 
 
 def test_a_stack_report_lists_the_main_thread_first():
