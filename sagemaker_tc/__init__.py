@@ -4,6 +4,7 @@ Public API (imported lazily, so the container side never loads the SDK and the S
 
 - ``TrainingCompilerConfig``: turn the compiler on for an estimator's job.
 - ``HuggingFace``, ``PyTorch``: estimators with ``compiler_config``, on sagemaker-core 2.x.
+- ``ModelTrainer``: SDK v3's ``ModelTrainer`` (sagemaker-train) with ``compiler_config`` (extra ``[v3]``).
 - ``compile_model``: the one call a plain PyTorch training loop makes.
 - ``BucketCollator``, ``pad_to_bucket``: shape bucketing for a plain loop's batches.
 - ``tune_batch_size``, ``find_max_batch``, ``scale_learning_rate``: batch size and learning rate
@@ -29,6 +30,7 @@ from sagemaker_tc.errors import (
     HyperparameterError,
     HyperparameterWarning,
     LauncherError,
+    ModelTrainerArgumentError,
     SagemakerTCError,
     SourceLinkError,
     SourceNotFoundError,
@@ -44,6 +46,7 @@ _LAZY = {
     "TrainingCompilerConfig": "sagemaker_tc.config",
     "HuggingFace": "sagemaker_tc.sdk.estimator",
     "PyTorch": "sagemaker_tc.sdk.estimator",
+    "ModelTrainer": "sagemaker_tc.sdk.v3.trainer",
     "compile_model": "sagemaker_tc.integrations.pytorch",
     "BucketCollator": "sagemaker_tc.compiler.shapes",
     "pad_to_bucket": "sagemaker_tc.compiler.shapes",
@@ -67,6 +70,8 @@ __all__ = [
     "HyperparameterError",
     "HyperparameterWarning",
     "LauncherError",
+    "ModelTrainer",
+    "ModelTrainerArgumentError",
     "PyTorch",
     "SagemakerTCError",
     "SourceLinkError",

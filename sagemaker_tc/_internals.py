@@ -341,3 +341,23 @@ def docker_compose_command() -> list[str]:
             "finds docker compose another way"
         )
     return list(prefix())
+
+
+# -- sagemaker-train -----------------------------------------------------------------------------------
+def model_trainer_metric_definitions(trainer: Any) -> list[Any] | None:
+    """The metric definitions a sagemaker-train ``ModelTrainer`` will send (None when none were set).
+
+    ``ModelTrainer.with_metric_definitions`` stores them in the private attribute
+    ``_metric_definitions`` and offers no getter (sagemaker-train 1.27, ``sagemaker/train/model_trainer.py``);
+    sagemaker-tc reads them so the compiler's definitions are added after the user's, not over them.
+
+    Raises:
+        InternalAPIMissing: the trainer has no such attribute (a sagemaker-train that renamed it).
+    """
+    private = getattr(trainer, "__pydantic_private__", None) or {}
+    if "_metric_definitions" not in private:
+        raise InternalAPIMissing(
+            f"{type(trainer).__name__}._metric_definitions is missing: this sagemaker-train keeps metric definitions "
+            "elsewhere, so sagemaker-tc cannot add the compiler's after yours"
+        )
+    return private["_metric_definitions"]

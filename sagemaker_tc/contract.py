@@ -83,6 +83,46 @@ ENV_TOKENIZER_JSON = "SAGEMAKER_TC_TOKENIZER_JSON"  # the bench's tokenizer, whe
 
 # The launcher file the SDK injects next to the user's code, run by the toolkit as the program.
 LAUNCHER_PROGRAM = "sagemaker_tc_launcher.py"
+
+# SDK v3's ModelTrainer (sagemaker-train 1.x) runs no toolkit: its sm_train.sh runs
+# ``python /opt/ml/input/data/sm_drivers/distributed_drivers/<driver_script>`` with the environment
+# its container_drivers/scripts/environment.py writes. Our driver file, and the keys of the
+# DistributedConfig it reads back from SM_DISTRIBUTED_CONFIG (distributed.json):
+DRIVER_PROGRAM = "sagemaker_tc_driver.py"
+DRIVER_TORCHRUN = "torchrun"  # bool: run the entry script under torchrun
+DRIVER_PROCESSES = "process_count_per_node"  # int or null: torchrun processes per host (null: one per GPU)
+# ModelTrainer's channels: the user's code and the SDK's drivers (both folders under input/data/).
+CHANNEL_CODE = "code"
+CHANNEL_DRIVERS = "sm_drivers"
+DRIVERS_SUBDIR = "distributed_drivers"
+# The environment ModelTrainer's environment.py gives the driver and the script (besides the
+# toolkit-shared SM_HOSTS, SM_CURRENT_HOST, SM_NUM_GPUS, SM_TRAINING_ENV, SM_HP_*, SM_CHANNEL_*,
+# SM_OUTPUT_DIR and SM_OUTPUT_DATA_DIR above).
+ENV_HPS = "SM_HPS"  # JSON object of the hyperparameters, each value JSON-decoded where it parses
+ENV_ENTRY_SCRIPT = "SM_ENTRY_SCRIPT"  # SourceCode.entry_script, relative to the code folder
+ENV_SOURCE_DIR = "SM_SOURCE_DIR"
+ENV_DISTRIBUTED_CONFIG = "SM_DISTRIBUTED_CONFIG"  # JSON of the DistributedConfig (distributed.json)
+ENV_DISTRIBUTED_DRIVER_DIR = "SM_DISTRIBUTED_DRIVER_DIR"
+ENV_MODEL_DIR = "SM_MODEL_DIR"
+ENV_INPUT_DIR = "SM_INPUT_DIR"
+ENV_INPUT_DATA_DIR = "SM_INPUT_DATA_DIR"
+ENV_INPUT_CONFIG_DIR = "SM_INPUT_CONFIG_DIR"
+ENV_OUTPUT_FAILURE = "SM_OUTPUT_FAILURE"
+ENV_LOG_LEVEL = "SM_LOG_LEVEL"
+ENV_SM_MASTER_ADDR = "SM_MASTER_ADDR"
+ENV_SM_MASTER_PORT = "SM_MASTER_PORT"
+ENV_CHANNELS = "SM_CHANNELS"
+ENV_CURRENT_INSTANCE_TYPE = "SM_CURRENT_INSTANCE_TYPE"
+ENV_NETWORK_INTERFACE_NAME = "SM_NETWORK_INTERFACE_NAME"
+ENV_HOST_COUNT = "SM_HOST_COUNT"
+ENV_CURRENT_HOST_RANK = "SM_CURRENT_HOST_RANK"
+ENV_NUM_CPUS = "SM_NUM_CPUS"
+ENV_NUM_NEURONS = "SM_NUM_NEURONS"
+ENV_RESOURCE_CONFIG = "SM_RESOURCE_CONFIG"
+ENV_INPUT_DATA_CONFIG = "SM_INPUT_DATA_CONFIG"
+ENV_PYTHONPATH = "PYTHONPATH"  # the driver puts its folder (sagemaker_tc's container side) first, for torchrun's ranks
+# CreateTrainingJob Environment values are at most 512 characters (SageMaker API reference).
+MAX_ENVIRONMENT_VALUE_CHARS = 512
 # Debug artifacts and the report live here, under $SM_OUTPUT_DATA_DIR (SMTC's DEBUG_PATH).
 COMPILER_OUTPUT_DIRNAME = "compiler"
 REPORT_FILENAME = "report.json"
@@ -129,6 +169,46 @@ def encode(config: TrainingCompilerConfig, *, entry_point: str | None) -> dict[s
         HP_DEBUG: config.debug,
         HP_SETTINGS: settings.model_dump(mode="json"),
     }
+
+
+def encode_environment(config: TrainingCompilerConfig, *, entry_point: str | None) -> dict[str, str]:
+    """The environment variable that carries ``config`` to a launcher that bypasses the toolkit
+    (SDK v3's ModelTrainer): ``{ENV_SETTINGS: <settings JSON>}``, fields left at their defaults
+    omitted so the value fits SageMaker's 512 characters.
+
+    Raises:
+        ConfigError: the JSON is longer than :data:`MAX_ENVIRONMENT_VALUE_CHARS` (long ``buckets`` or
+            ``cache`` values); the message names the length.
+    """
+    settings = {
+        "schema_version": SCHEMA_VERSION,
+        "config": config.model_dump(mode="json", exclude_defaults=True),
+        "entry_point": entry_point,
+    }
+    text = json.dumps(settings, separators=(",", ":"))
+    if len(text) > MAX_ENVIRONMENT_VALUE_CHARS:
+        raise ConfigError(
+            f"the compiler settings are {len(text)} characters as {ENV_SETTINGS}, and SageMaker takes environment "
+            f"values of at most {MAX_ENVIRONMENT_VALUE_CHARS}: shorten the longest field (a shorter buckets list or "
+            "cache URI)"
+        )
+    return {ENV_SETTINGS: text}
+
+
+def decoded_value(value: Any) -> Any:
+    """A hyperparameter or variable value as the toolkit and ModelTrainer's drivers read it:
+    JSON-decoded where the text parses (``"3"`` -> 3, ``"[1, 2]"`` -> a list), else the text itself."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def value_text(value: Any) -> str:
+    """A value as ModelTrainer sends it and its drivers write it: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _as_json_value(name: str, value: Any) -> Any:

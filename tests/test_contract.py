@@ -39,6 +39,24 @@ def test_round_trip_through_sagemaker_encoding(config):
     assert contract.decode(wire).config == config
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        TrainingCompilerConfig(),
+        TrainingCompilerConfig(enabled=False),
+        TrainingCompilerConfig(debug=True, mode="max-autotune", regional=False, dynamic=True, fullgraph=True),
+        TrainingCompilerConfig(buckets=[32, 64, 128, 256], cache="s3://bucket/sagemaker-tc-cache", batch_size="auto"),
+    ],
+)
+def test_round_trip_through_the_environment_fits_sagemakers_512_characters(config):
+    """SDK v3's ModelTrainer path: the settings travel as one environment variable."""
+    environment = contract.encode_environment(config, entry_point="sub dir/train.py")
+    (value,) = environment.values()
+    assert len(value) <= contract.MAX_ENVIRONMENT_VALUE_CHARS
+    settings = contract.settings_from_environment(environment)
+    assert settings.config == config and settings.entry_point == "sub dir/train.py"
+
+
 def test_smtc_keys_match_sdk_v2():
     wire = contract.encode(TrainingCompilerConfig(debug=True), entry_point="train.py")
     assert wire[contract.HP_ENABLED] is True and wire[contract.HP_DEBUG] is True

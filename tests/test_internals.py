@@ -142,6 +142,22 @@ def _sagemaker_core_docker_compose_lookup():
     assert command and all(isinstance(part, str) for part in command)
 
 
+def _sagemaker_train_metric_definitions():
+    from sagemaker.core.shapes import MetricDefinition
+    from sagemaker.core.training.configs import SourceCode
+    from sagemaker.train.model_trainer import Mode, ModelTrainer
+
+    trainer = ModelTrainer(
+        training_mode=Mode.LOCAL_CONTAINER, training_image="img", source_code=SourceCode(command="true")
+    )
+    assert _internals.model_trainer_metric_definitions(trainer) is None
+    definitions = [MetricDefinition(name="loss", regex="loss=([0-9.]+)")]
+    trainer.with_metric_definitions(definitions)
+    assert _internals.model_trainer_metric_definitions(trainer) == definitions
+    with pytest.raises(_internals.InternalAPIMissing, match="_metric_definitions"):
+        _internals.model_trainer_metric_definitions(object())
+
+
 CHECKS = {
     "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
     "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
@@ -156,6 +172,7 @@ CHECKS = {
     "transformers config._attn_implementation / Trainer._train_batch_size": _transformers_internals,
     "sagemaker-core PipelineSession._intercept_create_request": _sagemaker_core_pipeline_hand_off,
     "sagemaker-core _SageMakerContainer._get_compose_cmd_prefix": _sagemaker_core_docker_compose_lookup,
+    "sagemaker-train ModelTrainer._metric_definitions": _sagemaker_train_metric_definitions,
 }
 
 

@@ -1,46 +1,15 @@
 """Docker local mode through sagemaker-core's local engine. No Docker engine runs on the CI machine,
-so a stand-in ``docker`` command on PATH answers ``docker info`` / ``docker compose version`` and, for
-``docker compose -f FILE up``, keeps a copy of the folder the real engine wrote (compose file and
-config files) instead of starting containers."""
+so a stand-in ``docker`` command on PATH (conftest's ``fake_docker``) answers ``docker info`` /
+``docker compose version`` and, for ``docker compose -f FILE up``, keeps a copy of the folder the real
+engine wrote (compose file and config files) instead of starting containers."""
 
 import json
 import os
-import stat
 
 import pytest
 import yaml
 
 from sagemaker_tc import DockerNotAvailableError, PyTorch, TrainingCompilerConfig
-
-FAKE_DOCKER = """#!/bin/sh
-# Stand-in for the docker CLI (see the module docstring). $RECORD is where compose runs are copied.
-case "$1 $2" in
-  "info "*)
-    if [ -n "$NO_ENGINE" ]; then
-      echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1
-    fi
-    echo ok; exit 0;;
-  "compose version") echo "Docker Compose version v2.29.7"; exit 0;;
-  "compose -f") cp -r "$(dirname "$3")" "$RECORD/run"; echo "$@" > "$RECORD/command"; exit 0;;
-  "images -q") exit 0;;
-esac
-echo "unexpected docker call: $*" >&2; exit 2
-"""
-
-
-@pytest.fixture
-def fake_docker(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    docker = bin_dir / "docker"
-    docker.write_text(FAKE_DOCKER)
-    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
-    record = tmp_path / "record"
-    record.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("RECORD", str(record))
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    return record
 
 
 def estimator(source_dir, tmp_path, instance_type):

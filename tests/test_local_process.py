@@ -5,27 +5,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import TRICKY_HYPERPARAMETERS
 
 from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig, TrainingJobFailedError
 from sagemaker_tc.container.launcher import LOG_CONFIGURING, LOG_DEBUG, LOG_FOUND
 
 pytestmark = pytest.mark.slow
-
-# Spaces, quotes, unicode, numbers, booleans, lists, null. (Dict values are refused at construction:
-# the toolkit would pass them to the script as 'k=v,...', see test_bad_input.py.)
-TRICKY_HYPERPARAMETERS = {
-    "greeting": "hello world",
-    "quoted": "say \"hi\" and 'bye'",
-    "unicode": "naïve café ✓ 日本",
-    "lr": 3e-05,
-    "epochs": 3,
-    "negative": -1.5,
-    "flag": True,
-    "off": False,
-    "layers": [1, 2, "three"],
-    "nothing": None,
-    "numeric_text": "007",
-}
 
 
 def fit(estimator, capsys, inputs=None):

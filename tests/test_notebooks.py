@@ -23,7 +23,7 @@ def all_notebooks() -> list[Path]:
 
 
 def test_committed_notebooks_have_no_outputs():
-    assert len(all_notebooks()) == 3
+    assert len(all_notebooks()) == 4
     for path in all_notebooks():
         book = nbformat.read(path, as_version=4)
         nbformat.validate(book)
@@ -97,6 +97,16 @@ def test_bring_your_own_loop_runs(kernel):
     assert "status               Completed" in out
     assert "compiled             True" in out and "integration          pytorch" in out
     assert "sagemaker_training_compiler_enabled      true" in out
+
+
+@pytest.mark.slow
+def test_modeltrainer_runs(kernel):
+    out = text_of(execute("04_modeltrainer.ipynb", kernel))
+    assert "TrainingCompilerDriver" in out and "SM_TRAINING_COMPILER_SETTINGS" in out
+    assert "Found configuration for Training Compiler" in out and "sagemaker-tc driver: running train.py" in out
+    assert "status               Completed" in out and "integration          transformers" in out
+    assert "steps                20" in out and "[sagemaker-tc] compile_seconds=" in out
+    assert "compiled             True" in out and "plan                 regional" in out
 
 
 @pytest.fixture

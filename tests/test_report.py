@@ -117,8 +117,7 @@ def test_report_of_an_auto_job_that_kept_eager_says_why():
     )
     assert report["compiled"] is False and report["break_even_steps"] is None
     assert (
-        report["fallback_reason"]
-        == "plan='auto' kept eager: it measured fastest (eager 1 s/step, compiled 1.2 s/step)"
+        report["fallback_reason"] == "plan='auto' kept eager: it measured fastest (eager 1 s/step, compiled 1.2 s/step)"
     )
     assert report["recompile_limit_hit"] is True
 

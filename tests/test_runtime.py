@@ -142,6 +142,14 @@ from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
 estimator = HuggingFace("train.py", source_dir={str(tmp_path)!r}, instance_type="local_process",
                         compiler_config=TrainingCompilerConfig(), hyperparameters={{"lr": 0.1}})
 request = estimator._build_request("job", {{}}, "/tmp/s.tar.gz").to_api_dict()
+from sagemaker.core.training.configs import Compute, SourceCode
+from sagemaker.train.model_trainer import Mode
+from sagemaker_tc import ModelTrainer
+trainer = ModelTrainer(training_mode=Mode.LOCAL_CONTAINER, training_image="img",
+                       compute=Compute(instance_type="local_cpu"),
+                       source_code=SourceCode(source_dir={str(tmp_path)!r}, entry_script="train.py"),
+                       compiler_config=TrainingCompilerConfig(), local_container_root={str(tmp_path)!r})
+import os; os.listdir(trainer.distributed.driver_dir)
 print(sorted(m for m in ("torch", "transformers", "accelerate") if m in sys.modules))
 """
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=os.environ)

@@ -381,6 +381,7 @@ def test_hf_trainer_job_with_auto_batch_trains_with_the_found_batch_and_scaled_l
 
     config = TrainingCompilerConfig(
         plan="regional",
+        buckets=[64],  # one static graph: the job's 2-3 steps are one compile and steady steps after it
         batch_size="auto",
         memory_budget_gib=0.03125,
         tune_seq_len=64,

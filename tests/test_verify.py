@@ -99,7 +99,23 @@ def script(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("name", ["bert-base-uncased", "gpt2", "roberta-base", "distilbert-base-uncased", "t5-base"])
+T5_REGIONAL_GRADIENT = (
+    "torch 2.13 (CPU Inductor): T5's first decoder block compiled on its own returns a wrong gradient for "
+    "relative_attention_bias (test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient); the "
+    "whole-model and whole-step plans train T5 like eager (test_each_plan_trains_like_eager)"
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bert-base-uncased",
+        "gpt2",
+        "roberta-base",
+        "distilbert-base-uncased",
+        pytest.param("t5-base", marks=pytest.mark.xfail(reason=T5_REGIONAL_GRADIENT, strict=True)),
+    ],
+)
 def test_suite_model_trains_the_same_compiled(name):
     """A tiny suite model trains 20 steps compiled and eager with per-step losses within 1e-4 relative."""
     from sagemaker_tc.bench.verify import verify_suite_model
@@ -229,3 +245,34 @@ def test_bad_verify_inputs_raise_bench_error(capsys):
 
     assert main(["verify", "--model", "gpt5"]) == 1
     assert "BenchError: unknown model 'gpt5'" in capsys.readouterr().err
+
+
+@pytest.mark.xfail(reason=T5_REGIONAL_GRADIENT, strict=True)
+def test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient():
+    """Plain torch, none of our code on the path: the tiny T5's first decoder block compiled with
+    ``Module.compile()`` must give the same relative_attention_bias gradient as eager. It does not
+    on torch 2.13's CPU Inductor (rows swapped into the first head, the second head's zeroed); when
+    an upgrade fixes it this test passes, strict xfail fails, and the regional plan's T5 case above
+    can drop its mark."""
+    import copy
+
+    import torch
+
+    from sagemaker_tc.bench.data import tokenize_sst2
+    from sagemaker_tc.bench.suite import build_model, make_batches
+    from sagemaker_tc.compiler.loss import compute_loss
+
+    torch.manual_seed(0)
+    model = build_model("t5-base", "tiny", dropout=False)
+    batch = make_batches(model, "t5-base", tokenize_sst2(2, 16, None), 2, torch.device("cpu"))[0]
+    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
+    compiled.decoder.block[0].compile()
+    grads = []
+    try:
+        for side in (eager, compiled):
+            compute_loss(side, batch).backward()
+            grads.append(side.decoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight.grad)
+    finally:
+        torch.compiler.reset()
+    assert grads[0].abs().max() > 0  # the bias really gets a gradient at this length
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-6)

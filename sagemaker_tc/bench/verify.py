@@ -216,8 +216,8 @@ def verify_training(
     eager, compiled, zeroed = _two_sides(model, batches[0], loss_fn, rtol)
     torch.manual_seed(seed)
     eager_losses, eager_seconds = train_losses(eager, batches, steps=steps, lr=lr, loss_fn=loss_fn)
-    graphs_before = dynamo_stats().graphs
     with _compiled(compiled, config) as regions:
+        graphs_before = dynamo_stats().graphs
         torch.manual_seed(seed)
         compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
         regions.append(compiled_regions(compiled))
@@ -295,11 +295,21 @@ def _mismatch(result: VerifyResult) -> NumericalMismatchError:
 @contextlib.contextmanager
 def _compiled(model: torch.nn.Module, config: TrainingCompilerConfig) -> Iterator[list[int]]:
     """``compile_model(model, config)`` in a compiler session of its own (one plan per session; the
-    process's own session, when one is open, is used as it is), closed after the block."""
+    process's own session, when one is open, is used as it is), closed after the block.
+
+    With a session of its own, dynamo starts empty (``torch.compiler.reset()``): code an earlier
+    verify compiled for the same model class would otherwise be reused, and the result would show
+    no new graphs for a model that did compile.
+    """
+    import torch
+
     from sagemaker_tc import compile_model
     from sagemaker_tc.compiler.session import CompilerSession, current_session
 
-    own = CompilerSession(config).open() if current_session() is None else None
+    own = None
+    if current_session() is None:
+        torch.compiler.reset()
+        own = CompilerSession(config).open()
     try:
         compile_model(model, config=config)
         yield []

@@ -80,6 +80,12 @@ def _setup_logging() -> None:
         package_logger.propagate = False
 
 
+def setup_logging() -> None:
+    """Send the package's log lines to stdout, once per process, as a job's launcher does (for drivers
+    that run before it, such as :mod:`sagemaker_tc.container.modeltrainer`)."""
+    _setup_logging()
+
+
 def compiler_environment(config: TrainingCompilerConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The environment variables the launcher wants for ``config`` (before the user's win).
 

@@ -43,12 +43,15 @@ def encode_value(name: str, value: Any) -> str:
             f"hyperparameter {name!r} cannot be JSON-encoded ({error}); accepted values are str, int, float "
             "(finite), bool, None, and lists of those"
         ) from None
-    if len(encoded) > MAX_VALUE_CHARS:
-        raise HyperparameterError(
-            f"hyperparameter {name!r} is {len(encoded)} characters once JSON-encoded; SageMaker accepts at most "
-            f"{MAX_VALUE_CHARS}"
-        )
+    _check_length(name, encoded, "once JSON-encoded")
     return encoded
+
+
+def _check_length(name: str, text: str, how: str) -> None:
+    if len(text) > MAX_VALUE_CHARS:
+        raise HyperparameterError(
+            f"hyperparameter {name!r} is {len(text)} characters {how}; SageMaker accepts at most {MAX_VALUE_CHARS}"
+        )
 
 
 def encode_hyperparameters(
@@ -92,22 +95,19 @@ def encode_hyperparameters(
     return encoded
 
 
-def check_user_hyperparameter(name: str, value: Any) -> None:
-    """The rules the toolkit's command line adds for a hyperparameter of the user's (module docstring).
+def check_hyperparameter_name(name: str) -> None:
+    """A user hyperparameter's name becomes ``--<name>`` on the script's command line and ``SM_HP_<NAME>``.
 
     Raises:
-        HyperparameterError: a name starting with ``sagemaker_`` (the toolkit hides it from the
-            script) or ``-``, or holding ``=``, whitespace or a control character; a value that is or
-            holds a dict (the script would get ``k=v,...`` or a Python repr, not JSON).
-
-    Warns:
-        HyperparameterWarning: a string value starting with ``-`` that is not a number: the
-            script's argument parser reads it as an option (``--help`` prints the help and exits 0).
+        HyperparameterError: a name starting with ``sagemaker_`` (the toolkit, and sagemaker-tc's
+            ModelTrainer driver, keep those from the script) or ``-``, or holding ``=``, whitespace or a
+            control character.
     """
     if name.startswith(RESERVED_PREFIX):
         raise HyperparameterError(
             f"hyperparameter {name!r} starts with {RESERVED_PREFIX!r}, which the SageMaker toolkit reserves and "
-            "never passes to your script; rename it (compiler settings belong in TrainingCompilerConfig)"
+            "never passes to your script (nor does sagemaker-tc's ModelTrainer driver); rename it (compiler settings "
+            "belong in TrainingCompilerConfig)"
         )
     if _BAD_NAME_RE.search(name):
         raise HyperparameterError(
@@ -115,12 +115,43 @@ def check_user_hyperparameter(name: str, value: Any) -> None:
             f"as the variable {ENV_HP_PREFIX}<NAME>, so a name may not start with '-' or contain '=', spaces or "
             "control characters; use letters, digits and '_' (e.g. 'learning_rate')"
         )
+
+
+def check_value_text(name: str, text: str) -> None:
+    """A value as sent, for drivers that pass it to the script as it is (SDK v3's ModelTrainer).
+
+    Raises:
+        HyperparameterError: longer than SageMaker's 2500 characters.
+
+    Warns:
+        HyperparameterWarning: see :func:`check_user_hyperparameter`.
+    """
+    _check_length(name, text, "as sent")
+    _warn_if_option(name, text)
+
+
+def check_user_hyperparameter(name: str, value: Any) -> None:
+    """The rules the toolkit's command line adds for a hyperparameter of the user's (module docstring).
+
+    Raises:
+        HyperparameterError: a name :func:`check_hyperparameter_name` refuses; a value that is or
+            holds a dict (the script would get ``k=v,...`` or a Python repr, not JSON).
+
+    Warns:
+        HyperparameterWarning: a string value starting with ``-`` that is not a number: the
+            script's argument parser reads it as an option (``--help`` prints the help and exits 0).
+    """
+    check_hyperparameter_name(name)
     if _holds_dict(value):
         raise HyperparameterError(
             f"hyperparameter {name!r} is or holds a dict, which the toolkit passes to your script's command line as "
             "'key=value,...' or a Python repr, not JSON; pass json.dumps(value) and parse it in the script with "
             "json.loads"
         )
+    _warn_if_option(name, value)
+
+
+def _warn_if_option(name: str, value: Any) -> None:
     if isinstance(value, str) and value.startswith("-") and not _NUMBER_RE.match(value):
         warn_user(
             f"hyperparameter {name!r} has the value {value!r}, which your script's argument parser will read as an "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import cache
 from typing import Any
 
 from sagemaker_tc.errors import UnsupportedImageError
@@ -216,3 +217,57 @@ def check_processor(framework: str, estimator: str, instance_type: str, kind: In
         "tables list no CPU image), so this job would have no image; pick a GPU instance type, pass image_uri= "
         "(a CPU image with your libraries), or use PyTorch(framework_version=...) which has CPU images"
     )
+
+
+# An ECR image URI: <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>:<tag>.
+_ECR_IMAGE_RE = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/(?P<repository>[a-z0-9._/-]+):(?P<tag>[^@\s]+)$"
+)
+_TAG_VERSION_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)")
+_NOT_PYTORCH = ("tensorflow", "mxnet")
+_DLC_TABLES = ("pytorch", "huggingface", "tensorflow", "pytorch-training-compiler", "huggingface-training-compiler")
+
+
+def _registries(table: Any) -> set[str]:
+    """Every account ID under a ``registries`` key of an image table."""
+    if isinstance(table, dict):
+        found = set(table["registries"].values()) if isinstance(table.get("registries"), dict) else set()
+        return found.union(*(_registries(value) for value in table.values()))
+    return set()
+
+
+@cache
+def dlc_accounts() -> frozenset[str]:
+    """The AWS accounts that publish the Deep Learning Containers, from sagemaker-core's image tables."""
+    from sagemaker.core import image_uris
+
+    return frozenset().union(*(_registries(image_uris.config_for_framework(name)) for name in _DLC_TABLES))
+
+
+def check_training_image(uri: Any) -> None:
+    """Refuse a training image we can tell cannot run the compiler: an AWS Deep Learning Container
+    (one of the accounts in sagemaker-core's tables) whose repository is TensorFlow or MXNet, or whose
+    tag starts with a PyTorch version below 2.6 (SMTC's ``*-trcomp-training`` images among them).
+    Other images (your own, a pipeline parameter) are accepted as they are.
+
+    Raises:
+        UnsupportedImageError: the image is one of those; the message names a current one.
+    """
+    match = _ECR_IMAGE_RE.match(uri) if isinstance(uri, str) else None
+    if match is None or match.group("account") not in dlc_accounts():
+        return
+    repository = match.group("repository")
+    hint = (
+        "use a PyTorch >= 2.6 training image, e.g. sagemaker.core.image_uris.retrieve(framework='pytorch', "
+        "version='2.8', py_version='py312', instance_type=..., region=..., image_scope='training')"
+    )
+    if any(name in repository for name in _NOT_PYTORCH):
+        raise UnsupportedImageError(
+            f"training_image {uri!r} is not a PyTorch image: sagemaker-tc compiles PyTorch; {hint}"
+        )
+    version = _TAG_VERSION_RE.match(match.group("tag"))
+    if "pytorch" in repository and version and (int(version["major"]), int(version["minor"])) < MIN_PYTORCH:
+        raise UnsupportedImageError(
+            f"training_image {uri!r} carries PyTorch {version['major']}.{version['minor']}: sagemaker-tc compiles with "
+            f"TorchInductor and needs PyTorch >= {_MIN_TEXT}; {hint}"
+        )

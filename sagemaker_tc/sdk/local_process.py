@@ -13,13 +13,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tarfile
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -27,6 +24,7 @@ from urllib.parse import unquote, urlparse
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
+from sagemaker_tc.sdk.local_hosts import HostCommand, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
 logger = logging.getLogger(__name__)
@@ -37,14 +35,10 @@ HOST = "algo-1"
 MAX_FAILURE_REASON_CHARS = 1024
 # Shown when the toolkit died without writing output/failure.
 _NO_FAILURE_FILE = "the training process exited with code {code} and wrote no output/failure file"
-# After one host fails, the others get this long to fail on their own (a peer's collective errors
-# out when its partner dies) before they are stopped.
-FAILED_HOST_GRACE_SECONDS = 15
 # The watchdog's grace period in local_process jobs, seconds (SageMaker's is 600): a job process
 # still running this long after its script ended, or idle this long after another rank's ended, fails
 # the job (TrainingCompilerConfig.hang_grace_s, or SM_TC_HANG_GRACE_S in the job's environment, win).
 LOCAL_PROCESS_HANG_GRACE_S = 120
-_STOPPED_PREFIX = "Stopped: another host of the job failed: "
 _TOOLKIT_COMMAND = "from sagemaker_training.cli.train import main; main()"
 
 
@@ -89,6 +83,11 @@ class LocalJobResult:
     output_artifacts: str
     duration_seconds: float
     host_dirs: dict[str, Path] = field(default_factory=dict)
+
+
+def toolkit_host(job_dir: Path, host: str) -> HostCommand:
+    """The estimators' host: the sagemaker-training toolkit's ``train``, based in ``job_dir``."""
+    return HostCommand([sys.executable, "-c", _TOOLKIT_COMMAND], job_dir, {contract.ENV_BASE_DIR: str(job_dir)})
 
 
 def _write_json(path: Path, data: object) -> None:
@@ -148,33 +147,10 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path, host: str = HOST
             raise ChannelNotFoundError(f"channel {name!r}: {uri!r} does not exist")
 
 
-def _stream(pipe: TextIO, sink: TextIO | None, prefix: str) -> None:
-    """Copy the job's output to ``sink`` line by line (drained, not shown, when ``sink`` is None)."""
-    for line in pipe:
-        if sink is not None:
-            sink.write(prefix + line)
-            sink.flush()
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGKILL the job's whole process group (the toolkit and the user's script under it)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-
 def _tar_folder(folder: Path, archive: Path) -> None:
     with tarfile.open(archive, "w:gz") as tar:
         for child in sorted(folder.iterdir()):
             tar.add(child, arcname=child.name)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _failure_reason(job_dir: Path, exit_code: int) -> str | None:
@@ -186,7 +162,13 @@ def _failure_reason(job_dir: Path, exit_code: int) -> str | None:
     return None
 
 
-def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO | None = None) -> LocalJobResult:
+def run_job(
+    request: TrainingJobRequest,
+    *,
+    logs: bool = True,
+    log_sink: TextIO | None = None,
+    host_command: Callable[[Path, str], HostCommand] = toolkit_host,
+) -> LocalJobResult:
     """Run ``request`` on this machine with the real sagemaker-training toolkit; block until it ends.
 
     One host: the job folder is ``<output_path>/<job name>/opt_ml/``. ``instance_count`` N > 1 runs
@@ -195,7 +177,7 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
     (``SM_TC_MASTER_ADDR``/``SM_TC_MASTER_PORT`` give torchrun's rendezvous). Artifacts go to
     ``<output_path>/<job name>/output/{model,output}.tar.gz`` from ``algo-1`` (where rank 0 runs).
 
-    The job fails as a whole: when a host fails, the others get ``FAILED_HOST_GRACE_SECONDS`` to
+    The job fails as a whole: when a host fails, the others get ``local_hosts.FAILED_HOST_GRACE_SECONDS`` to
     end on their own, then are stopped and their ``output/failure`` names the failed host. Every
     host is stopped (SIGKILL) after ``StoppingCondition.MaxRuntimeInSeconds``.
 
@@ -203,6 +185,7 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
         request: the job; its ``output_data_config.s3_output_path`` must be local.
         logs: stream each host's log (stdout and stderr, prefixed ``algo-N | ``) to ``log_sink``.
         log_sink: where to stream; defaults to ``sys.stdout``.
+        host_command: how each host starts, from its job folder and name (default: the toolkit).
 
     Returns:
         The result; a failed job is a result with ``status="Failed"``, not an exception.
@@ -221,7 +204,8 @@ def run_job(request: TrainingJobRequest, *, logs: bool = True, log_sink: TextIO 
     sink = (log_sink or sys.stdout) if logs else None
     max_run = request.stopping_condition.max_runtime_in_seconds
     started = time.monotonic()
-    exit_codes = _run_hosts(job_dirs, _job_environment(request), sink, max_run=max_run)
+    commands = {host: host_command(job_dir, host) for host, job_dir in job_dirs.items()}
+    exit_codes = run_hosts(commands, job_dirs, _job_environment(request), sink, max_run=max_run)
     duration = time.monotonic() - started
     first = next(iter(job_dirs.values()))  # algo-1
     model_tar, output_tar = _write_artifacts(first, output_root / "output")
@@ -268,48 +252,10 @@ def _job_environment(request: TrainingJobRequest) -> dict[str, str]:
             contract.ENV_PYTHON_UNBUFFERED: "1",
             # Hosts are processes on this machine: torchrun's rendezvous is on loopback.
             contract.ENV_MASTER_ADDR: "127.0.0.1",
-            contract.ENV_MASTER_PORT: str(_free_port()),
+            contract.ENV_MASTER_PORT: str(free_port()),
         }
     )
     return environment
-
-
-def _start_host(job_dir: Path, environment: dict[str, str]) -> subprocess.Popen:
-    """Start one host: the toolkit's ``train`` in its own process group, output piped for streaming."""
-    return subprocess.Popen(
-        [sys.executable, "-c", _TOOLKIT_COMMAND],
-        cwd=job_dir,
-        env={**environment, contract.ENV_BASE_DIR: str(job_dir)},
-        start_new_session=True,  # its own process group: stopping the host stops its scripts too
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-    )
-
-
-def _run_hosts(
-    job_dirs: dict[str, Path], environment: dict[str, str], sink: TextIO | None, *, max_run: int
-) -> dict[str, int]:
-    """Start every host, stream its log to ``sink``, and wait for all of them; returns each exit code."""
-    processes: dict[str, subprocess.Popen] = {}
-    streamers = []
-    try:
-        for host, job_dir in job_dirs.items():
-            processes[host] = _start_host(job_dir, environment)
-            streamer = threading.Thread(target=_stream, args=(processes[host].stdout, sink, f"{host} | "), daemon=True)
-            streamer.start()
-            streamers.append(streamer)
-        exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run)
-    except BaseException:  # e.g. Ctrl-C in the notebook: stop every host, then let the interrupt through
-        for process in processes.values():
-            _stop(process)
-        raise
-    for streamer in streamers:
-        streamer.join()
-    return exit_codes
 
 
 def _write_artifacts(job_dir: Path, artifacts: Path) -> tuple[Path, Path]:
@@ -328,63 +274,6 @@ def _outcome(job_dirs: dict[str, Path], exit_codes: dict[str, int]) -> tuple[str
     failed = [host for host in hosts if reasons[host] is not None]
     if not failed:
         return "Completed", None
-    origin = _first_failure(failed, job_dirs, reasons)
+    origin = first_failure(failed, job_dirs, reasons)
     reason = reasons[origin] if len(hosts) == 1 else f"{origin}: {reasons[origin]}"
     return "Failed", reason[:MAX_FAILURE_REASON_CHARS]
-
-
-def _wait_for_hosts(
-    processes: dict[str, subprocess.Popen], job_dirs: dict[str, Path], *, max_run: int
-) -> dict[str, int]:
-    """Wait for every host; stop the rest when one fails or the job runs past ``max_run`` seconds."""
-    deadline = time.monotonic() + max_run
-    exit_codes: dict[str, int] = {}
-    stop_others_at: float | None = None
-    failed_host: str | None = None
-    while len(exit_codes) < len(processes):
-        for host, process in processes.items():
-            if host in exit_codes:
-                continue
-            code = process.poll()
-            if code is None:
-                continue
-            exit_codes[host] = code
-            if code != 0 and failed_host is None:
-                failed_host = host
-                stop_others_at = time.monotonic() + FAILED_HOST_GRACE_SECONDS
-        now = time.monotonic()
-        if now > deadline:
-            for host, process in processes.items():
-                if host not in exit_codes:
-                    _stop(process)
-                    exit_codes[host] = process.returncode
-                    _write_failure_once(
-                        job_dirs[host], f"MaxRuntimeExceeded: the job ran longer than {max_run} seconds and was stopped"
-                    )
-        elif stop_others_at is not None and now > stop_others_at:
-            for host, process in processes.items():
-                if host not in exit_codes:
-                    _stop(process)
-                    exit_codes[host] = process.returncode
-                    _write_failure_once(job_dirs[host], f"{_STOPPED_PREFIX}{failed_host} failed")
-        time.sleep(0.2)
-    return exit_codes
-
-
-def _first_failure(failed: list[str], job_dirs: dict[str, Path], reasons: dict[str, str | None]) -> str:
-    """The host whose failure came first: its ``output/failure`` was written earliest. A rank that
-    raises writes it at once, while its peers fail later with "connection closed by peer"; hosts the
-    engine stopped only echo another host's failure."""
-
-    def written_at(host: str) -> float:
-        failure = job_dirs[host] / "output" / "failure"
-        return failure.stat().st_mtime_ns if failure.exists() else float("inf")
-
-    own = [host for host in failed if not (reasons[host] or "").startswith(_STOPPED_PREFIX)]
-    return min(own or failed, key=written_at)
-
-
-def _write_failure_once(job_dir: Path, text: str) -> None:
-    failure = job_dir / "output" / "failure"
-    if not failure.exists():
-        failure.write_text(text, encoding="utf-8")

@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -15,13 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sagemaker_tc
-from sagemaker_tc.contract import LAUNCHER_PROGRAM
+from sagemaker_tc.contract import DRIVER_PROGRAM, LAUNCHER_PROGRAM
 from sagemaker_tc.errors import EstimatorArgumentError, SourceNotFoundError
 from sagemaker_tc.sdk.source_tree import skipped, source_entries
 
 LAUNCHER_SOURCE = '''"""Injected by sagemaker-tc: configures the training compiler, then runs your entry point."""
 
 from sagemaker_tc.container.launcher import main
+
+if __name__ == "__main__":
+    main()
+'''
+
+# The driver SDK v3's ModelTrainer runs (sagemaker_tc.ModelTrainer ships it with the package's container side).
+DRIVER_SOURCE = '''"""Installed by sagemaker-tc's ModelTrainer: runs your entry script under the training compiler."""
+
+from sagemaker_tc.container.modeltrainer import main
 
 if __name__ == "__main__":
     main()
@@ -101,11 +111,35 @@ def resolve_source(
     return spec
 
 
+def _is_runtime_file(arcname: str) -> bool:
+    """True for the container side of the package: the SDK (``sagemaker_tc/sdk``) and caches stay out."""
+    return Path(arcname).parts[:2] != (RUNTIME_PACKAGE, "sdk") and not skipped(arcname)
+
+
 def _runtime_filter(tarinfo: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    """The container side of the package only: the SDK (``sagemaker_tc/sdk``) stays out."""
-    if Path(tarinfo.name).parts[:2] == (RUNTIME_PACKAGE, "sdk") or skipped(tarinfo.name):
-        return None
-    return tarinfo
+    return tarinfo if _is_runtime_file(tarinfo.name) else None
+
+
+def write_driver_folder(destination: Path) -> Path:
+    """Write the folder SDK v3's ModelTrainer ships as its distributed driver: ``sagemaker_tc_driver.py``
+    and the container side of ``sagemaker_tc`` (everything but ``sagemaker_tc/sdk``), so a stock image
+    runs the driver with no pip install.
+
+    Args:
+        destination: a folder that does not exist yet.
+
+    Returns:
+        ``destination``.
+    """
+    package_dir = Path(sagemaker_tc.__file__).resolve().parent
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        prefix = Path(RUNTIME_PACKAGE, Path(folder).relative_to(package_dir))
+        return {name for name in names if not _is_runtime_file((prefix / name).as_posix())}
+
+    shutil.copytree(package_dir, destination / RUNTIME_PACKAGE, ignore=ignored)
+    (destination / DRIVER_PROGRAM).write_text(DRIVER_SOURCE, encoding="utf-8")
+    return destination
 
 
 def _user_entries(spec: SourceSpec, *, inject_launcher: bool) -> list[tuple[Path, str]]:

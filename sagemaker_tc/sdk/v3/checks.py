@@ -1,0 +1,210 @@
+"""Checks of a ModelTrainer's arguments with the compiler on, each raising a named error before any job starts.
+
+:class:`sagemaker_tc.sdk.v3.trainer.ModelTrainer` runs them when it is built (before sagemaker-train's
+own defaults, which call AWS) and again at ``train()`` (the trainer's fields can be reassigned).
+They are the estimators' checks (:mod:`sagemaker_tc.sdk.arguments`) where ModelTrainer has the same
+argument, plus the ones its shape adds: the compiler wraps ``SourceCode.entry_script``, so a
+``SourceCode.command`` cannot be compiled, and it brings its own driver, so only ``Torchrun`` can be
+combined with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sagemaker.core.helper.pipeline_variable import PipelineVariable
+from sagemaker.train.defaults import DEFAULT_INSTANCE_TYPE
+from sagemaker.train.distributed import Torchrun
+from sagemaker.train.model_trainer import Mode
+from sagemaker.train.utils import safe_serialize
+
+from sagemaker_tc import contract
+from sagemaker_tc.errors import (
+    HyperparameterError,
+    ModelTrainerArgumentError,
+    SourceNotFoundError,
+    UnsupportedInstanceTypeError,
+)
+from sagemaker_tc.sdk import arguments
+from sagemaker_tc.sdk.hyperparameters import MAX_KEY_CHARS, check_hyperparameter_name, check_value_text
+from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.v3.driver import TrainingCompilerDriver
+
+# ModelTrainer's local container instance types (sagemaker-train 1.x), and ours: no Docker.
+LOCAL_CONTAINER_TYPES = ("local_cpu", "local_gpu")
+LOCAL_PROCESS = "local_process"
+_SOURCE_CODE_EXAMPLE = "SourceCode(source_dir='code', entry_script='train.py')"
+
+
+def check_source_code(source_code: Any, *, local: bool) -> str:
+    """The entry script the compiler's launcher runs.
+
+    Args:
+        source_code: ``ModelTrainer.source_code``.
+        local: the job runs on this machine with no Docker (``local_process``): ``source_dir`` must
+            be a local folder holding the entry script.
+
+    Raises:
+        ModelTrainerArgumentError: no ``source_code``; a ``command`` (the compiler runs inside the
+            Python process of ``entry_script``, and cannot wrap a shell command); ``args`` (only
+            ``command`` reads them); no ``entry_script``; an entry script that is not a ``.py`` file.
+        SourceNotFoundError: ``local_process`` with a ``source_dir`` that is not a local folder, or
+            without the entry script in it.
+    """
+    if source_code is None:
+        raise ModelTrainerArgumentError(
+            f"compiler_config needs source_code with an entry_script, e.g. source_code={_SOURCE_CODE_EXAMPLE}: the "
+            "compiler runs inside your training script's Python process"
+        )
+    if source_code.command:
+        raise ModelTrainerArgumentError(
+            f"SourceCode.command={source_code.command!r} cannot run with compiler_config: the compiler runs inside the "
+            "Python process of SourceCode.entry_script and cannot wrap a shell command. Use entry_script='train.py' "
+            "(its hyperparameters arrive as --name value arguments); to run commands before training, list packages "
+            "in SourceCode.requirements, or run them from the script"
+        )
+    if source_code.args:
+        raise ModelTrainerArgumentError(
+            "SourceCode.args are only passed to SourceCode.command; with compiler_config, pass your script's "
+            "arguments as hyperparameters (each becomes --name value)"
+        )
+    entry_script = source_code.entry_script
+    if not entry_script:
+        raise ModelTrainerArgumentError(
+            f"compiler_config needs SourceCode.entry_script, the Python script to compile, e.g. {_SOURCE_CODE_EXAMPLE}"
+        )
+    if isinstance(entry_script, str) and not entry_script.endswith(".py"):
+        raise ModelTrainerArgumentError(
+            f"SourceCode.entry_script={entry_script!r} is not a Python script: with compiler_config the entry script "
+            "must be a .py file (the compiler runs inside the Python process); shell scripts run without it"
+        )
+    if local:
+        folder = Path(str(source_code.source_dir or ""))
+        if not source_code.source_dir or not folder.is_dir():
+            raise SourceNotFoundError(
+                f"instance_type='local_process' runs code from a local folder: SourceCode.source_dir="
+                f"{source_code.source_dir!r} is not one"
+            )
+        if not (folder / entry_script).is_file():
+            raise SourceNotFoundError(f"entry_script {entry_script!r} was not found in source_dir {str(folder)!r}")
+    return entry_script
+
+
+def check_distributed(distributed: Any) -> TrainingCompilerDriver:
+    """The compiler's driver for ``distributed``: one process per host, or ``Torchrun``'s processes.
+
+    Raises:
+        ModelTrainerArgumentError: ``Torchrun(smp=...)`` (SageMaker model parallelism, like the
+            estimators' ``smdistributed``, is not compatible with the compiler), ``MPI`` or another
+            driver (the compiler brings its own), or a ``process_count_per_node`` below 1.
+    """
+    if distributed is None:
+        return TrainingCompilerDriver()
+    if isinstance(distributed, TrainingCompilerDriver):
+        return distributed
+    if not isinstance(distributed, Torchrun):
+        raise ModelTrainerArgumentError(
+            f"distributed={type(distributed).__name__}(...) cannot run with compiler_config: the compiler brings its "
+            "own driver, which runs torchrun; use distributed=Torchrun() for multi-GPU and multi-node training"
+        )
+    if distributed.smp is not None:
+        raise ModelTrainerArgumentError(
+            "Torchrun(smp=...) (SageMaker model parallelism) is not compatible with the compiler, as SageMaker's "
+            "distributed-training libraries were not with SMTC; use Torchrun() (DDP or FSDP2 in your script)"
+        )
+    processes = distributed.process_count_per_node
+    if processes is not None and (isinstance(processes, bool) or processes < 1):
+        raise ModelTrainerArgumentError(f"Torchrun(process_count_per_node={processes!r}) must be 1 or more")
+    return TrainingCompilerDriver(torchrun=True, process_count_per_node=processes)
+
+
+def check_compute(training_mode: Mode, compute: Any, *, warn: bool) -> tuple[str, InstanceKind]:
+    """Where the job runs, checked as the estimators check ``instance_type``/``instance_count``.
+
+    ``Mode.SAGEMAKER_TRAINING_JOB`` takes ``ml.*`` types (sagemaker-train's default is
+    ``ml.m5.xlarge``, a CPU type); ``Mode.LOCAL_CONTAINER`` takes ``local_cpu``/``local_gpu``
+    (Docker) or ``local_process`` (this machine, no Docker).
+
+    Returns:
+        ``(instance type as checked, where the job runs)``.
+
+    Raises:
+        UnsupportedInstanceTypeError: an instance type the mode does not run, an unknown or Neuron
+            family, a bad count, more than 8 ``local_process`` hosts, or ``instance_groups``.
+
+    Warns:
+        CpuInstanceWarning: a CPU instance type (when ``warn``).
+    """
+    instance_type = getattr(compute, "instance_type", None) or DEFAULT_INSTANCE_TYPE
+    count = getattr(compute, "instance_count", None) or 1
+    if getattr(compute, "instance_groups", None):
+        raise UnsupportedInstanceTypeError(
+            "Compute(instance_groups=...): heterogeneous clusters are not supported with the compiler (nor were "
+            "they with SMTC); use instance_type and instance_count"
+        )
+    if training_mode == Mode.LOCAL_CONTAINER:
+        if instance_type not in (*LOCAL_CONTAINER_TYPES, LOCAL_PROCESS):
+            raise UnsupportedInstanceTypeError(
+                f"Mode.LOCAL_CONTAINER runs on this machine: Compute(instance_type=...) must be 'local_cpu' or "
+                f"'local_gpu' (Docker) or 'local_process' (no Docker), got {instance_type!r}"
+            )
+        docker_name = {"local_cpu": "local"}.get(instance_type, instance_type)
+        return instance_type, arguments.check_instance(docker_name, count)[1]
+    checked, kind = arguments.check_instance(instance_type, count)
+    if kind not in arguments.CLOUD_KINDS:
+        raise UnsupportedInstanceTypeError(
+            f"instance_type={checked!r} runs on this machine: use training_mode=Mode.LOCAL_CONTAINER for it, or an "
+            "ml.* instance type for a SageMaker training job"
+        )
+    if warn and kind is InstanceKind.CPU:
+        warn_cpu_instance(checked)
+    return checked, kind
+
+
+def check_environment(environment: Any, *, cloud: bool) -> None:
+    """The estimators' environment rules for the plain-string variables (pipeline variables are
+    resolved by SageMaker), and no ``SM_TRAINING_COMPILER_SETTINGS`` of the user's own.
+
+    Raises:
+        EstimatorArgumentError: a name or value the estimators refuse.
+        ModelTrainerArgumentError: ``SM_TRAINING_COMPILER_SETTINGS`` is set (the trainer sets it
+            from ``compiler_config``).
+    """
+    environment = dict(environment or {})
+    if contract.ENV_SETTINGS in environment:
+        raise ModelTrainerArgumentError(
+            f"environment[{contract.ENV_SETTINGS!r}] is set by sagemaker_tc.ModelTrainer from compiler_config: "
+            "remove it and put the settings in TrainingCompilerConfig"
+        )
+    plain = {name: value for name, value in environment.items() if not isinstance(value, PipelineVariable)}
+    arguments.check_environment(plain, cloud=cloud)
+
+
+def check_hyperparameters(hyperparameters: Any) -> None:
+    """Each hyperparameter reaches the script as ``--name value`` exactly as sent, so names follow the
+    estimators' rules (no ``sagemaker_*``: the driver keeps those from the script, as the toolkit
+    does) and each value, as ModelTrainer sends it, fits SageMaker's 2500 characters.
+
+    Raises:
+        HyperparameterError: not a dict, or a name or value those rules refuse.
+
+    Warns:
+        HyperparameterWarning: a value the script's argument parser will read as an option.
+    """
+    if not hyperparameters:
+        return
+    if not isinstance(hyperparameters, Mapping):
+        raise HyperparameterError(f"hyperparameters must be a dict of name -> value, got {type(hyperparameters)}")
+    for name, value in hyperparameters.items():
+        if not isinstance(name, str) or not name or len(name) > MAX_KEY_CHARS:
+            raise HyperparameterError(f"hyperparameter name {name!r} is not accepted: a non-empty string")
+        check_hyperparameter_name(name)
+        if not isinstance(value, PipelineVariable):
+            check_value_text(name, value if isinstance(value, str) else safe_serialize(value))
+
+
+def hyperparameter_text(hyperparameters: Mapping[str, Any] | None) -> dict[str, str]:
+    """The hyperparameters as ModelTrainer sends them: strings as they are, other values as JSON."""
+    return {name: safe_serialize(value) for name, value in (hyperparameters or {}).items()}

@@ -1,0 +1,182 @@
+"""``ModelTrainer`` with ``compiler_config``: SDK v3's trainer, with the training compiler.
+
+sagemaker-train's ``ModelTrainer`` is the v3 successor of the estimators, as ours are of SMTC's.
+This subclass adds one field, ``compiler_config``, as SMTC added one argument to the estimator;
+everything else is sagemaker-train's own, and ``train()`` runs where sagemaker-train runs it (a
+SageMaker training job, a Pipelines step under a ``PipelineSession``, Docker local mode), plus
+``Compute(instance_type="local_process")`` with ``Mode.LOCAL_CONTAINER``: this machine, no Docker.
+
+With the compiler on, the trainer (when built, and again at ``train()``):
+
+- checks its arguments (:mod:`sagemaker_tc.sdk.v3.checks`), before sagemaker-train's own defaults,
+  which call AWS;
+- sets ``distributed`` to :class:`~sagemaker_tc.sdk.v3.driver.TrainingCompilerDriver` (wrapping a
+  ``Torchrun`` the user gave): ``sm_train.sh`` then runs the compiler's launcher on the entry script;
+- adds ``SM_TRAINING_COMPILER_SETTINGS`` to ``environment`` (the settings travel in the environment:
+  no hyperparameter is added, so the script's arguments are the user's own);
+- adds the compiler's metric definitions (``compiler:compile_seconds``, ...) at ``train()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import PrivateAttr, ValidationError
+from sagemaker.core.shapes import MetricDefinition
+from sagemaker.train.model_trainer import Mode
+from sagemaker.train.model_trainer import ModelTrainer as _SdkModelTrainer
+
+from sagemaker_tc import _internals, contract
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import (
+    EstimatorArgumentError,
+    ModelTrainerArgumentError,
+    SagemakerTCError,
+    TrainingJobFailedError,
+)
+from sagemaker_tc.sdk import arguments, local_docker
+from sagemaker_tc.sdk.images import check_training_image
+from sagemaker_tc.sdk.instances import InstanceKind
+from sagemaker_tc.sdk.local_process import LocalJobResult
+from sagemaker_tc.sdk.v3 import checks
+
+
+class ModelTrainer(_SdkModelTrainer):
+    """sagemaker-train's ``ModelTrainer`` plus ``compiler_config``.
+
+    Args (besides sagemaker-train's):
+        compiler_config: a :class:`~sagemaker_tc.config.TrainingCompilerConfig`; None (the default)
+            or ``TrainingCompilerConfig(enabled=False)`` leaves the trainer as sagemaker-train's.
+
+    Raises (when built, and at ``train()``; all ``ValueError`` subclasses from :mod:`sagemaker_tc.errors`):
+        ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig``, or its
+            settings do not fit SageMaker's 512-character environment values.
+        ModelTrainerArgumentError: see :func:`~sagemaker_tc.sdk.v3.checks.check_source_code` and
+            :func:`~sagemaker_tc.sdk.v3.checks.check_distributed`; ``algorithm_name`` instead of
+            ``training_image``.
+        UnsupportedImageError: a ``training_image`` that is an AWS Deep Learning Container without
+            PyTorch >= 2.6 (an SMTC image, a TensorFlow image, PyTorch 1.x).
+        UnsupportedInstanceTypeError: see :func:`~sagemaker_tc.sdk.v3.checks.check_compute`.
+        EstimatorArgumentError: an environment variable or local ``cache`` the estimators refuse.
+        HyperparameterError: a hyperparameter name or value the estimators refuse.
+        SourceNotFoundError: ``local_process`` without a local ``source_dir`` holding the entry script.
+    """
+
+    compiler_config: Any = None
+    _local_job: LocalJobResult | None = PrivateAttr(default=None)
+    _settings_written: str | None = PrivateAttr(default=None)  # the SM_TRAINING_COMPILER_SETTINGS this trainer set
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            # pydantic wraps a ValueError raised while the model is built; ours are raised as they are.
+            named = [
+                item["ctx"]["error"]
+                for item in error.errors()
+                if isinstance(item.get("ctx", {}).get("error"), SagemakerTCError)
+            ]
+            if named:
+                raise named[0] from None
+            raise
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._apply_compiler(warn=True)  # before sagemaker-train's defaults (role, bucket: AWS calls)
+        super().model_post_init(context)
+        if self.compiler_enabled or self._runs_local_process:
+            checks.check_hyperparameters(self.hyperparameters)  # a hyperparameters file is loaded by now
+
+    @property
+    def compiler_enabled(self) -> bool:
+        """True when the job runs through the compiler's driver (an enabled ``compiler_config``)."""
+        return bool(self.compiler_config)
+
+    @property
+    def _runs_local_process(self) -> bool:
+        return self.training_mode == Mode.LOCAL_CONTAINER and getattr(self.compute, "instance_type", None) == (
+            checks.LOCAL_PROCESS
+        )
+
+    @property
+    def latest_local_job(self) -> LocalJobResult | None:
+        """The last ``local_process`` job (status, job folder, ``model.tar.gz`` and ``output.tar.gz`` URIs)."""
+        return self._local_job
+
+    def _apply_compiler(self, *, warn: bool) -> InstanceKind | None:
+        """Check the trainer's arguments for the compiler and install its driver and settings.
+
+        Returns:
+            Where the job runs; None when the compiler is off.
+        """
+        config = arguments.check_compiler_config(self.compiler_config)
+        if config is None or not config.enabled:
+            return None
+        entry_script = checks.check_source_code(self.source_code, local=self._runs_local_process)
+        driver = checks.check_distributed(self.distributed)
+        if self.training_image is None:
+            raise ModelTrainerArgumentError(
+                "compiler_config needs training_image (a PyTorch >= 2.6 image, e.g. the PyTorch training DLC); "
+                "algorithm_name jobs run the algorithm's own code"
+            )
+        check_training_image(self.training_image)
+        _, kind = checks.check_compute(self.training_mode, self.compute, warn=warn)
+        config = arguments.resolve_cache(config, kind)
+        environment = dict(self.environment or {})
+        if environment.get(contract.ENV_SETTINGS) == self._settings_written:
+            environment.pop(contract.ENV_SETTINGS, None)  # ours, from an earlier check: written anew below
+        checks.check_environment(environment, cloud=kind in arguments.CLOUD_KINDS)
+        environment.update(contract.encode_environment(config, entry_point=entry_script))
+        self._settings_written = environment[contract.ENV_SETTINGS]
+        if config is not self.compiler_config:
+            self.compiler_config = config
+        if self.distributed is not driver:
+            self.distributed = driver
+        self.environment = environment
+        return kind
+
+    def _add_metric_definitions(self) -> None:
+        """The compiler's metric definitions after the user's (a user definition of the same name wins)."""
+        current = list(_internals.model_trainer_metric_definitions(self) or [])
+        names = {definition.name for definition in current}
+        extra = [MetricDefinition(name=item["Name"], regex=item["Regex"]) for item in contract.metric_definitions()]
+        self.with_metric_definitions(current + [item for item in extra if item.name not in names])
+
+    def train(self, input_data_config=None, wait: bool = True, logs: bool = True, dry_run: bool = False):
+        """sagemaker-train's ``train()``, after the compiler's checks; ``local_process`` runs here.
+
+        Args and the return value are sagemaker-train's (``_StepArguments`` under a
+        ``PipelineSession``). With ``Compute(instance_type="local_process")`` the job runs in the
+        foreground on this machine through the real compiler driver (see
+        :mod:`sagemaker_tc.sdk.v3.local`); ``latest_local_job`` holds the result.
+
+        Raises:
+            Any error of the class docstring (the fields may have changed since construction).
+            ChannelNotFoundError: ``local_process`` input that is not a local path.
+            DockerNotAvailableError: ``local_cpu``/``local_gpu`` without a Docker engine or compose.
+            EstimatorArgumentError: ``local_process`` with ``wait=False``.
+            TrainingJobFailedError: a ``local_process`` job failed (carries its failure reason).
+        """
+        kind = self._apply_compiler(warn=False)
+        if self.compiler_enabled or self._runs_local_process:
+            checks.check_hyperparameters(self.hyperparameters)
+        if self._runs_local_process:
+            return self._train_local_process(input_data_config, wait=wait, logs=logs, dry_run=dry_run)
+        if kind is not None:
+            self._add_metric_definitions()
+            if kind is InstanceKind.LOCAL_DOCKER and not dry_run:
+                local_docker.check_docker()
+        return super().train(input_data_config=input_data_config, wait=wait, logs=logs, dry_run=dry_run)
+
+    def _train_local_process(self, input_data_config, *, wait: bool, logs: bool, dry_run: bool) -> None:
+        from sagemaker_tc.sdk.v3 import local
+
+        if not wait:
+            raise EstimatorArgumentError("instance_type='local_process' runs in the foreground: use wait=True")
+        config = self.compiler_config if self.compiler_enabled else TrainingCompilerConfig(enabled=False)
+        result = local.run(self, config, input_data_config, logs=logs, dry_run=dry_run)
+        if result is None:
+            return None
+        self._local_job = result
+        if result.status != "Completed":
+            raise TrainingJobFailedError(result.job_name, result.failure_reason or "unknown")
+        return None
