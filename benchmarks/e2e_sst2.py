@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,6 +33,8 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from sagemaker_tc.bench.hardware import write_result
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "sst2"
@@ -126,22 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{variant:>20}: fit {statistics.median(seconds):7.1f} s (median of {len(seconds)}), "
             f"ratio to eager {summary[variant]['median_ratio']:.3f}"
         )
-    document = {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor(),
-            "cpus": os.cpu_count(),
-            "load_avg_1m_end": os.getloadavg()[0],
-        },
-        "hyperparameters": HYPERPARAMETERS,
-        "rounds": rounds,
-        "summary": summary,
-    }
+    command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
+    write_result(args.out, command, hyperparameters=HYPERPARAMETERS, rounds=rounds, summary=summary)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.out}")
     return 0
 

@@ -31,6 +31,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from sagemaker_tc.bench.hardware import write_result
+
 VARIANTS = ("eager", "regional", "model", "step", "torch.compile")
 SYNCING = {"item", "cpu", "tolist", "numpy", "__bool__", "__int__", "__float__", "nonzero"}
 
@@ -147,14 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['compiled_graph_calls_per_step']:3d} compiled-graph calls, syncs {row['host_syncs_per_step']}",
             flush=True,
         )
-    document = {
-        "command": "benchmarks/host_overhead.py",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "model": "BERT structure, 12 layers, hidden 64, batch 2 x 16, CPU",
-        "rows": rows,
-    }
+    model = "BERT structure, 12 layers, hidden 64, batch 2 x 16, CPU"
+    write_result(args.out, "benchmarks/host_overhead.py", model=model, rows=rows)
     if args.out:
-        args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.out}")
     return 0
 

@@ -23,12 +23,13 @@ import argparse
 import csv
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from sagemaker_tc.bench.hardware import write_result
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("eager", "regional", "model", "model-static", "model-dynamic")
@@ -122,15 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             f" ({row['steady_vs_eager'] or 0:.2f}x eager)",
             flush=True,
         )
-    document = {
-        "command": "benchmarks/plan_step_times.py " + " ".join(argv or sys.argv[1:]),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_avg_1m_end": os.getloadavg()[0]},
-        "workload": "all-MiniLM-L6-v2, SST-2 train rows, batch 32, dynamic padding (max 64), fused AdamW, fp32",
-        "rows": rows,
-    }
+    command = "benchmarks/plan_step_times.py " + " ".join(argv or sys.argv[1:])
+    workload = "all-MiniLM-L6-v2, SST-2 train rows, batch 32, dynamic padding (max 64), fused AdamW, fp32"
+    write_result(args.out, command, workload=workload, rows=rows)
     if args.out:
-        args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.out}")
     return 0
 

@@ -295,3 +295,19 @@ def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
         except OSError:
             continue
     assert not alive, f"worker processes left running: {alive}"
+
+
+def test_a_result_file_records_command_machine_versions_and_fields_in_order(tmp_path):
+    """benchmarks/*.py write their results through write_result: the command, when, the machine
+    with its versions and end load, then the script's own fields in the order given."""
+    from sagemaker_tc.bench.hardware import write_result
+
+    path = tmp_path / "results" / "x_cpu_202612.json"
+    document = write_result(path, "benchmarks/x.py --out X", workload="w", rows=[{"variant": "eager"}])
+
+    written = json.loads(path.read_text(encoding="utf-8"))
+    assert written == document
+    assert list(written) == ["command", "created", "machine", "workload", "rows"]
+    assert written["command"] == "benchmarks/x.py --out X" and written["rows"] == [{"variant": "eager"}]
+    assert written["machine"]["versions"]["torch"] and written["machine"]["load_avg_1m_end"] >= 0
+    assert write_result(None, "c")["command"] == "c"  # print-only runs get the same document

@@ -9,11 +9,15 @@ lower without sparsity"); the dense figure is half of it.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -165,3 +169,24 @@ def environment() -> dict:
             name: _package_version(name) for name in ("sagemaker-tc", "torch", "transformers", "accelerate", "triton")
         },
     }
+
+
+def write_result(path: Path | None, command: str, **fields: Any) -> dict[str, Any]:
+    """A benchmark's result document: ``command``, ``created`` (UTC, ISO 8601), ``machine``
+    (:func:`environment` plus the 1-minute load average at the end, which says whether the run
+    had the machine to itself), then ``fields`` in order. Written as indented JSON to ``path``
+    (folders created) unless ``path`` is None; returned either way.
+
+    Raises:
+        OSError: ``path`` cannot be written.
+    """
+    document = {
+        "command": command,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {**environment(), "load_avg_1m_end": os.getloadavg()[0]},
+        **fields,
+    }
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    return document

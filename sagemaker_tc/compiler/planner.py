@@ -51,10 +51,14 @@ class Prior:
 
 
 # Sources. CPU (this project's 2-core x86 CPU, MiniLM-L6 fine-tuning at 32 x ~40 tokens,
-# benchmarks/results/plan-steps_cpu_202612.json): one compile costs ~18 s for a block graph (13 leaf
-# modules) and ~88 s for the whole model (~90), forward and backward together; steady steps against
-# eager: regional 0.97x, model 1.03x, model with bucketed static shapes 0.84x; the step plan's fused
-# optimizer is what a Trainer already uses, so step is given the model plan's 1.05x. CUDA (one H200, BERT-base,
+# benchmarks/results/plan-steps_cpu_202612.json): the first 10 steps took 17.7 s eager, 66.4 s
+# regional, 179.1 s model (each graph compiled static, then again dynamic after the first length
+# change): ~18-24 s per compile of a block graph (13 leaf modules), ~80-88 s for the whole model
+# (~90), forward and backward together; steady steps against eager: regional 0.97x, model 0.95x
+# (1.03x in an earlier run of the script, where model with bucketed static shapes measured 0.84x);
+# the step plan's fused optimizer is what a Trainer already uses, so step gets the model plan's prior.
+# The speedups are priors, not promises: 1.02x / 1.05x keep the compiled plans in the running only
+# for long jobs, and plan="auto" measures before it commits. CUDA (one H200, BERT-base,
 # benchmarks/results/gpu-check-h200_202611-cold.json): 10.6 s for the block graph, 18.7 s for the whole
 # model; whole-model compile 2.24x eager; CUDA graphs add 70-100% on small steps (PyTorch's dashboards,
 # shared/research/perf.md).
