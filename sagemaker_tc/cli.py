@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.command == "launch":
             from sagemaker_tc.container.launcher import run
 
-            run(options.script, options.args)
+            run(options.script, options.args, program=argv is None)  # the process's program when run as a command
             return 0
         data = read_report(options.path)
     except SagemakerTCError as error:

@@ -184,6 +184,15 @@ class TrainingCompilerConfig(BaseModel):
         description="batch_size='auto' only tries multiples of this, e.g. 8 so GPU matrix shapes suit tensor cores.",
     )
 
+    hang_grace_s: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Watchdog grace period, seconds: a job process that has not exited this long after its script "
+        "ended, or that makes no progress (no CPU time used) this long after another rank's script ended, fails the "
+        "job with its host, rank and Python stack. None: 600 on SageMaker, 120 in local_process.",
+    )
+
     @field_validator("batch_size", mode="before")
     @classmethod
     def _check_batch_size(cls, value: Any) -> Any:

@@ -52,6 +52,11 @@ ENV_OUTPUT_DIR = "SM_OUTPUT_DIR"  # holds the success / failure files
 ENV_MASTER_ADDR = "SM_TC_MASTER_ADDR"  # torchrun rendezvous address override (local_process: 127.0.0.1)
 ENV_MASTER_PORT = "SM_TC_MASTER_PORT"
 ENV_CACHE_OUTCOME = "SM_TC_CACHE"  # the cache load's outcome (JSON), from torchrun's parent launcher to its ranks
+# The watchdog (sagemaker_tc.container.watchdog): the grace period, seconds, when the config's hang_grace_s is None
+# (local_process sets it for its jobs; unset: the SageMaker default), and the folder where torchrun's parent launcher
+# reads how each of its ranks ended.
+ENV_HANG_GRACE = "SM_TC_HANG_GRACE_S"
+ENV_RANK_STATE_DIR = "SM_TC_RANK_STATE_DIR"
 # The toolkit's environment for the script (sagemaker-training, environment.py) that the runtime reads.
 ENV_HOSTS = "SM_HOSTS"  # JSON list of host names, e.g. ["algo-1", "algo-2"]
 ENV_CURRENT_HOST = "SM_CURRENT_HOST"
@@ -66,6 +71,9 @@ ENV_PYTHON_UNBUFFERED = "PYTHONUNBUFFERED"  # local_process streams the job's lo
 # torchrun's per-process variables (torch.distributed.run).
 ENV_RANK = "RANK"
 ENV_LOCAL_RANK = "LOCAL_RANK"
+ENV_TORCH_MASTER_ADDR = "MASTER_ADDR"  # the rendezvous store torchrun's agent serves to its workers
+ENV_TORCH_MASTER_PORT = "MASTER_PORT"
+ENV_USE_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"  # "True": the store at MASTER_ADDR:MASTER_PORT is the agent's
 # torch's own variables the launcher sets (never over a value the user set).
 ENV_INDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_TORCH_LOGS = "TORCH_LOGS"

@@ -106,6 +106,13 @@ class LauncherError(SagemakerTCError, RuntimeError):
     """The in-container launcher cannot start the user's script (bad settings, missing entry point)."""
 
 
+class StuckRankError(SagemakerTCError, RuntimeError):
+    """A job process (a torchrun rank, or the job's only process) did not exit within ``hang_grace_s``
+    seconds after its script ended, or made no progress that long after another rank's script ended.
+    The watchdog (:mod:`sagemaker_tc.container.watchdog`) stopped it; the job's failure reason names
+    its host and rank and carries its Python stack."""
+
+
 class CompilerError(SagemakerTCError, RuntimeError):
     """The compiler failed and the config's ``policy="strict"`` asked to raise instead of falling back
     to eager. The original compiler exception is the ``__cause__``."""

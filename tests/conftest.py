@@ -64,6 +64,35 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
+def sst2_trainer_job(tmp_path: Path, model_dir: Path, config, *, instance_count=1, processes_per_host=None, **hps):
+    """The SST-2 Hugging Face ``Trainer`` example as a ``local_process`` torchrun job on ``model_dir``:
+    96 training and 32 validation rows in ``tmp_path``, 6 steps of 8 samples (``hps`` override).
+
+    Returns:
+        ``(estimator, inputs)`` for ``estimator.fit(inputs)``.
+    """
+    from sagemaker_tc import PyTorch
+
+    write_sst2_slice(tmp_path / "train", "train", 96)
+    write_sst2_slice(tmp_path / "validation", "validation", 32)
+    distribution = {"enabled": True}
+    if processes_per_host is not None:
+        distribution["processes_per_host"] = processes_per_host
+    hyperparameters = {**sst2_tiny_hyperparameters(model_dir), **hps}
+    job = PyTorch(
+        "train.py",
+        source_dir=str(REPO / "examples" / "sst2" / "code"),
+        instance_type="local_process",
+        instance_count=instance_count,
+        distribution={"torch_distributed": distribution},
+        hyperparameters=hyperparameters,
+        compiler_config=config,
+        output_path=str(tmp_path / "out"),
+        max_run=600,
+    )
+    return job, {"train": str(tmp_path / "train"), "validation": str(tmp_path / "validation")}
+
+
 @pytest.fixture
 def source_dir(tmp_path: Path):
     """A fresh copy of tests/assets as a user's source_dir."""
@@ -234,12 +263,17 @@ TORCH_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default (tor
 
 
 def _compiler_hooks() -> dict:
-    """What a compiler session may install process-wide, as it is now (empty before torch is imported)."""
+    """What a compiler session may install process-wide, as it is now (only the import hooks before
+    torch is imported)."""
+    from sagemaker_tc.container.post_import import is_post_import_hook
+
+    import_hooks = {"post-import hooks in sys.meta_path": sum(map(is_post_import_hook, sys.meta_path))}
     if "torch" not in sys.modules:
-        return {}
+        return import_hooks
     from sagemaker_tc import _internals
 
     hooks = {
+        **import_hooks,
         "compile start callbacks": len(_internals.compile_start_callbacks()),
         "global optimizer step hooks": _internals.global_optimizer_step_hooks(),
         "dynamo recompile_limit": _internals.recompile_limit(),
@@ -256,8 +290,8 @@ def _compiler_hooks() -> dict:
 def no_compiler_state_left_behind():
     """Each test starts without a compiler session; afterwards, the session a test opened (by
     compile_model, say) is closed, and the test fails if anything a session installs process-wide is
-    still there: a callback in DEFAULT_CALLBACKS, a global optimizer hook, a compile callback, a
-    raised dynamo recompile_limit."""
+    still there: a callback in DEFAULT_CALLBACKS, a post-import hook waiting for transformers.trainer,
+    a global optimizer hook, a compile callback, a raised dynamo recompile_limit."""
     from sagemaker_tc.compiler.session import current_session
 
     left_open = current_session()

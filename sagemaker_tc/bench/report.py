@@ -1,21 +1,32 @@
 """Bench outputs: the terminal table (rich), the JSON document, a Markdown table and a PNG plot.
 
-rich and matplotlib come with the ``bench`` extra and are imported only when used.
+rich and matplotlib come with the ``bench`` extra; :func:`require_outputs` checks them before any
+work, and they are imported only when used. The JSON and Markdown are rewritten after every finished
+row (:func:`write_document`, each file replaced whole), the plot is drawn last (:func:`write_plot`),
+so a run that is interrupted, or whose plot fails, keeps every row it finished.
+
+A row marked noisy (:mod:`sagemaker_tc.bench.rows`) shows ``noisy`` instead of a speedup figure, in
+the table and the Markdown; the plot draws its speedup hatched, with error bars from the quartiles.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import IO, Any
 
 from sagemaker_tc.bench.errors import BenchError
 
+INSTALL_BENCH = 'pip install "sagemaker-tc[bench]"'
+INCOMPLETE_NOTE = "**Incomplete**: the run had not finished when this file was written; these are its finished rows."
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("model", "model"),
     ("variant", "variant"),
     ("samples_per_s", "samples/s"),
     ("step_ms", "step ms"),
+    ("step_ms_iqr", "step IQR ms"),
     ("first_step_s", "first step s"),
     ("peak_memory_bytes", "peak mem MiB"),
     ("recompiles", "recompiles"),
@@ -26,15 +37,31 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 MIB = 1024 * 1024
 
 
+def require_outputs() -> None:
+    """Check that the table's and the plot's packages are installed, before any work.
+
+    Raises:
+        BenchError: rich or matplotlib is missing; the message has the install command.
+    """
+    missing = [name for name in ("rich", "matplotlib") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise BenchError(
+            f"sagemaker-tc bench needs {' and '.join(missing)} (the table needs rich, the plot matplotlib), "
+            f"not installed here: {INSTALL_BENCH}"
+        )
+
+
 def _cell(key: str, row: dict[str, Any]) -> str:
     if row.get("status") != "ok" and key not in ("model", "variant"):
         return str(row.get("status", "failed")) if key == "samples_per_s" else "-"
+    if key == "speedup_vs_eager" and row.get("speedup_noisy"):
+        return "noisy"
     value = row.get(key)
     if value is None:
         return "-"
     if key == "samples_per_s":
         return f"{value:,.1f}"
-    if key == "step_ms":
+    if key in ("step_ms", "step_ms_iqr"):
         return f"{value:,.2f}"
     if key == "first_step_s":
         return f"{value:,.2f}"
@@ -88,10 +115,13 @@ def print_table(document: dict[str, Any], stream: IO[str] | None = None) -> None
             table.add_section()
         previous_model = row["model"]
         table.add_row(*(_cell(key, row) for key, _ in COLUMNS))
-    Console(file=stream, width=160).print(table)
+    console = Console(file=stream, width=160)
+    console.print(table)
     for row in document["results"]:
         if row.get("status") != "ok":
-            Console(file=stream, width=160).print(f"[red]{row['model']} / {row['variant']}: {row.get('error')}[/red]")
+            console.print(f"[red]{row['model']} / {row['variant']}: {row.get('error')}[/red]")
+        elif row.get("noisy"):
+            console.print(f"[yellow]{row['model']} / {row['variant']} noisy: {'; '.join(row['noise'])}[/yellow]")
 
 
 def markdown(document: dict[str, Any]) -> str:
@@ -121,14 +151,20 @@ def markdown(document: dict[str, Any]) -> str:
     ]
     if load_note:
         lines.append(load_note)
-    failed = [row for row in document["results"] if row.get("status") != "ok"]
-    for row in failed:
-        lines.append(f"- **{row['model']} / {row['variant']} {row.get('status')}**: {row.get('error')}")
+    if not document.get("complete", True):
+        lines.append(f"- {INCOMPLETE_NOTE}")
+    for row in document["results"]:
+        if row.get("status") != "ok":
+            lines.append(f"- **{row['model']} / {row['variant']} {row.get('status')}**: {row.get('error')}")
+        elif row.get("noisy"):
+            reasons = "; ".join(row["noise"])
+            lines.append(f"- **{row['model']} / {row['variant']} noisy** (no speedup figure): {reasons}")
     return "\n".join(lines) + "\n"
 
 
 def plot(document: dict[str, Any], path: Path) -> Path:
-    """Draw speedup vs eager, first-step time (log scale) and peak memory per model and variant, to a PNG.
+    """Draw speedup vs eager (hatched with error bars where noisy), first-step time (log scale) and peak
+    memory per model and variant, to a PNG.
 
     Raises:
         BenchError: matplotlib is not installed (``pip install "sagemaker-tc[bench]"``).
@@ -139,12 +175,12 @@ def plot(document: dict[str, Any], path: Path) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise BenchError('the bench plot needs matplotlib: pip install "sagemaker-tc[bench]"') from None
+        raise BenchError(f"the bench plot needs matplotlib: {INSTALL_BENCH}") from None
     rows = document["results"]
     models = list(dict.fromkeys(row["model"] for row in rows))
     variants = list(dict.fromkeys(row["variant"] for row in rows))
     panels = (
-        ("speedup_vs_eager", "speedup vs eager (x, step time)", 1.0, False),
+        ("speedup_vs_eager", "speedup vs eager (x, step time; hatched: noisy)", 1.0, False),
         ("first_step_s", "first step (s)", 1.0, True),
         ("peak_memory_bytes", f"peak memory (MiB, {memory_label(document)})", 1.0 / MIB, False),
     )
@@ -153,13 +189,12 @@ def plot(document: dict[str, Any], path: Path) -> Path:
     for axis, (key, label, scale, log) in zip(axes[:, 0], panels, strict=True):
         drawn: list[float] = []
         for index, variant in enumerate(variants):
-            values = []
-            for model in models:
-                row = next((r for r in rows if r["model"] == model and r["variant"] == variant), None)
-                value = row.get(key) if row and row.get("status") == "ok" else None
-                values.append(value * scale if value is not None else 0.0)
+            cells = [next((r for r in rows if r["model"] == m and r["variant"] == variant), None) for m in models]
+            values = [_value(cell, key) * scale for cell in cells]
             positions = [m + (index - (len(variants) - 1) / 2) * width for m in range(len(models))]
-            axis.bar(positions, values, width, label=variant)
+            bars = axis.bar(positions, values, width, label=variant)
+            if key == "speedup_vs_eager":
+                _mark_noise(axis, bars, positions, values, cells)
             drawn += values
         axis.set_ylabel(label)
         axis.set_xticks(range(len(models)))
@@ -177,15 +212,48 @@ def plot(document: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def write_outputs(document: dict[str, Any], out_dir: Path, name: str) -> dict[str, Path]:
-    """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` into ``out_dir`` (created if missing).
+def _value(row: dict[str, Any] | None, key: str) -> float:
+    value = row.get(key) if row and row.get("status") == "ok" else None
+    return float(value) if value is not None else 0.0
+
+
+def _mark_noise(axis: Any, bars: Any, positions: list[float], values: list[float], cells: list) -> None:
+    """Hatch the speedup bars of noisy rows and draw each bar's quartile range as an error bar."""
+    low, high = [], []
+    for bar, value, cell in zip(bars, values, cells, strict=True):
+        if cell and cell.get("speedup_noisy"):
+            bar.set_hatch("//")
+            bar.set_alpha(0.5)
+        span = (cell or {}).get("speedup_range") or [value, value]
+        low.append(max(0.0, value - span[0]))
+        high.append(max(0.0, span[1] - value))
+    axis.errorbar(positions, values, yerr=[low, high], fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: a reader never sees half a file, even if this process dies."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def write_document(document: dict[str, Any], out_dir: Path, name: str) -> dict[str, Path]:
+    """Write ``<name>.json`` and ``<name>.md`` into ``out_dir`` (created if missing), each replaced whole.
 
     Returns:
-        ``{"json": path, "markdown": path, "png": path}``.
+        ``{"json": path, "markdown": path}``.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md", "png": out_dir / f"{name}.png"}
-    paths["json"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    paths["markdown"].write_text(markdown(document), encoding="utf-8")
-    plot(document, paths["png"])
+    paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
+    replace_file(paths["json"], json.dumps(document, indent=2) + "\n")
+    replace_file(paths["markdown"], markdown(document))
     return paths
+
+
+def write_plot(document: dict[str, Any], out_dir: Path, name: str) -> Path:
+    """Draw ``<name>.png`` into ``out_dir`` (the last output: see the module docstring).
+
+    Raises:
+        BenchError: matplotlib is not installed.
+    """
+    return plot(document, out_dir / f"{name}.png")

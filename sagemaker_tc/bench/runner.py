@@ -1,9 +1,12 @@
 """``sagemaker-tc bench``: every variant of every model, each in its own subprocess, side by side.
 
-The parent checks every option before any work (:func:`resolve_options`), tokenizes the SST-2 rows
-once, then runs one :mod:`sagemaker_tc.bench.worker` process per (model, variant), one at a time,
-and gathers their results with the run's options, machine and versions (:func:`run_bench`).
-Torch is imported here only to resolve the device (CUDA present? bf16 capable?).
+The parent checks every option and input before any work (:func:`resolve_options`,
+:func:`~sagemaker_tc.bench.data.check_inputs`), tokenizes the SST-2 rows once, then runs one
+:mod:`sagemaker_tc.bench.worker` process per (model, variant), one at a time, and gathers their
+results with the run's options, machine and versions (:func:`run_bench`), handing the document so
+far to its caller after every variant. Each row's figures (step time over windows, noise, speedup)
+come from :mod:`sagemaker_tc.bench.rows`. Torch is imported here only to resolve the device (CUDA
+present? bf16 capable?).
 """
 
 from __future__ import annotations
@@ -17,14 +20,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from sagemaker_tc import contract
-from sagemaker_tc.bench import hardware
+from sagemaker_tc.bench import hardware, rows
 from sagemaker_tc.bench.data import tokenize_sst2
 from sagemaker_tc.bench.errors import BenchError
 from sagemaker_tc.bench.suite import SUITE, check_seq_len, check_size, get_spec
@@ -61,8 +64,8 @@ class BenchOptions:
         cache_dir: None: a fresh empty ``TORCHINDUCTOR_CACHE_DIR`` per variant (cold compile).
             A folder: each (model, variant) uses ``cache_dir/<model>/<variant>``, kept between runs,
             so a second run with the same folder measures a warm compile.
-        cpu_threads: None keeps torch's default thread count; N sets ``OMP_NUM_THREADS`` in every
-            variant's process.
+        cpu_threads: ``OMP_NUM_THREADS`` in every variant's process (default
+            :func:`~sagemaker_tc.bench.rows.default_cpu_threads`: one fewer than the usable cores).
         timeout_s: per-variant wall-clock limit, seconds.
         time_budget_s: None, or a limit on the whole run, seconds: a variant gets at most the time
             left, and once it is spent the remaining variants are recorded as ``skipped`` (so a
@@ -82,7 +85,7 @@ class BenchOptions:
     device: str
     device_name: str | None
     cache_dir: Path | None = None
-    cpu_threads: int | None = None
+    cpu_threads: int = 1
     timeout_s: float = 1800.0
     time_budget_s: float | None = None
     data: Path | None = None
@@ -197,7 +200,7 @@ def resolve_options(
         device=device,
         device_name=gpu_name if device == "cuda" else hardware.environment()["cpu"],
         cache_dir=cache_dir,
-        cpu_threads=cpu_threads,
+        cpu_threads=rows.default_cpu_threads() if cpu_threads is None else cpu_threads,
         timeout_s=timeout_s,
         time_budget_s=time_budget_s,
         data=Path(data) if data is not None else None,
@@ -213,8 +216,7 @@ def variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:
     # so "cold" and "warm" cover it too.
     if env.pop("TRITON_CACHE_DIR", None) is not None:
         logger.info("TRITON_CACHE_DIR is ignored by the bench: Triton's cache follows TORCHINDUCTOR_CACHE_DIR")
-    if options.cpu_threads is not None:
-        env[contract.ENV_OMP_NUM_THREADS] = str(options.cpu_threads)
+    env[contract.ENV_OMP_NUM_THREADS] = str(options.cpu_threads)
     # The bench's own package must import in the child even when run from a source checkout.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -302,64 +304,96 @@ def run_variant_process(
     return result
 
 
-def _finish_row(row: dict, baseline: dict | None, options: BenchOptions) -> dict:
-    """Add speedups and MFU to a variant's result."""
-    ok = row.get("status") == "ok"
-    row["speedup_vs_eager"] = None
-    if ok and baseline and baseline.get("status") == "ok" and row.get("step_ms") and baseline.get("step_ms"):
-        row["speedup_vs_eager"] = baseline["step_ms"] / row["step_ms"]
-    peak = hardware.peak_flops(row.get("device_name"), options.dtype) if ok else None
-    row["mfu"] = hardware.mfu(row.get("flops_per_sample"), row.get("samples_per_s"), peak) if ok else None
-    return row
+def _run_one(options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path, started: float) -> dict:
+    """One (model, variant): run it in its process, or record it skipped once the time budget is spent."""
+    timeout_s = options.timeout_s
+    if options.time_budget_s is not None:
+        timeout_s = min(timeout_s, options.time_budget_s - (time.perf_counter() - started))
+    if timeout_s <= 0:
+        error = f"time budget of {options.time_budget_s:.0f} s spent before this variant"
+        logger.warning("bench: %s / %s skipped: %s", model, variant, error)
+        return {"status": "skipped", "error": error, "model": model, "variant": variant}
+    return run_variant_process(options, model, variant, workdir, data_path, timeout_s)
 
 
-def run_bench(options: BenchOptions, *, command: str | None = None) -> dict[str, Any]:
+def run_bench(
+    options: BenchOptions, *, command: str | None = None, on_row: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """Run every (model, variant) of ``options`` and return the result document.
 
+    Args:
+        options: the checked options (:func:`resolve_options`).
+        command: the command line, recorded in the document.
+        on_row: called with the document so far (``complete`` False) each time a variant finished,
+            so a caller can write every finished row at once (``sagemaker-tc bench`` does).
+
     Returns:
-        A JSON-ready dict: ``schema``, ``created`` (UTC, ISO 8601), ``command``, ``options``,
-        ``device`` (type, name, peak FLOP/s for the dtype or None), ``environment``
+        A JSON-ready dict: ``schema``, ``created`` (UTC, ISO 8601), ``command``, ``complete``,
+        ``options``, ``device`` (type, name, peak FLOP/s for the dtype or None), ``environment``
         (:func:`~sagemaker_tc.bench.hardware.environment` plus torch's CUDA version), the rules
         behind the figures (``rules``), and ``results``: one row per (model, variant) with
-        ``samples_per_s`` (samples/s), ``step_ms`` (ms, median of steady steps), ``first_step_s``
-        (s), ``peak_memory_bytes`` (bytes) and ``peak_memory_kind``, ``recompiles`` (int), ``mfu``
-        (fraction or None), ``speedup_vs_eager`` (eager's step_ms / the row's; exactly 1.0 for
-        eager), plus the worker's other fields (:func:`sagemaker_tc.bench.worker.run_variant`).
+        ``samples_per_s`` (samples/s), ``step_ms`` (ms, median over windows of steady steps) with
+        ``step_ms_q1``/``step_ms_q3``/``step_ms_iqr`` (ms) and ``window_ms``, ``noisy`` and ``noise``
+        (why), ``first_step_s`` (s), ``peak_memory_bytes`` (bytes) and ``peak_memory_kind``,
+        ``recompiles`` (int), ``mfu`` (fraction or None), ``speedup_vs_eager`` (eager's step_ms /
+        the row's; exactly 1.0 for eager) with ``speedup_range`` and ``speedup_noisy``, plus the
+        worker's other fields (:func:`sagemaker_tc.bench.worker.run_variant`).
     """
     num_rows = options.batch_size * min(options.steps, MAX_DISTINCT_BATCHES)
     data = tokenize_sst2(num_rows, options.seq_len, options.data)
-    rows: list[dict] = []
+    facts = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "environment": hardware.environment(),
+        "data": {"source": data.source, "rows": num_rows, "tokenizer": "all-MiniLM-L6-v2 (BERT uncased WordPiece)"},
+    }
+    cores = rows.usable_cores()
+    finished: list[dict] = []
     workdir = Path(tempfile.mkdtemp(prefix="sagemaker-tc-bench-"))
     try:
         data_path = workdir / "data.json"
         data_path.write_text(json.dumps(data.to_dict()), encoding="utf-8")
         started = time.perf_counter()
         for model in options.models:
-            results = {}
+            results: dict[str, dict] = {}
             for variant in options.variants:
-                timeout_s = options.timeout_s
-                if options.time_budget_s is not None:
-                    timeout_s = min(timeout_s, options.time_budget_s - (time.perf_counter() - started))
-                if timeout_s <= 0:
-                    error = f"time budget of {options.time_budget_s:.0f} s spent before this variant"
-                    results[variant] = {"status": "skipped", "error": error, "model": model, "variant": variant}
-                    logger.warning("bench: %s / %s skipped: %s", model, variant, error)
-                    continue
-                results[variant] = run_variant_process(options, model, variant, workdir, data_path, timeout_s)
-            for variant in options.variants:
-                rows.append(_finish_row(results[variant], results.get(BASELINE), options))
+                results[variant] = _run_one(options, model, variant, workdir, data_path, started)
+                if on_row is not None:
+                    on_row(_document(options, facts, finished + _model_rows(results, options, cores), complete=False))
+            finished += _model_rows(results, options, cores)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    environment = hardware.environment()
-    first_ok = next((row for row in rows if row.get("status") == "ok"), {})
+    return _document(options, facts, finished, complete=True)
+
+
+def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> list[dict]:
+    """The rows of one model's variants that have run, each against eager's result (when it ran)."""
+    return [
+        rows.finish_row(
+            result,
+            results.get(BASELINE),
+            batch_size=options.batch_size,
+            seq_len=options.seq_len,
+            dtype=options.dtype,
+            cores=cores,
+        )
+        for result in results.values()
+    ]
+
+
+def _document(options: BenchOptions, facts: dict[str, Any], results: list[dict], *, complete: bool) -> dict[str, Any]:
+    """The result document (:func:`run_bench`) with the rows in ``results``."""
+    environment = json.loads(json.dumps(facts["environment"]))
+    first_ok = next((row for row in results if row.get("status") == "ok"), {})
     environment["versions"]["torch_runtime"] = first_ok.get("torch")
     environment["cuda"] = first_ok.get("cuda")
     peak = hardware.gpu_peak(options.device_name) if options.device == "cuda" and options.device_name else None
     option_dict = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()}
     return {
         "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        "created": facts["created"],
+        "command": facts["command"],
+        "complete": complete,
         "options": option_dict,
         "device": {
             "type": options.device,
@@ -368,20 +402,7 @@ def run_bench(options: BenchOptions, *, command: str | None = None) -> dict[str,
             "peak_source": peak.source if peak else None,
         },
         "environment": environment,
-        "data": {"source": data.source, "rows": num_rows, "tokenizer": "all-MiniLM-L6-v2 (BERT uncased WordPiece)"},
-        "rules": RULES,
-        "results": rows,
+        "data": facts["data"],
+        "rules": rows.RULES,
+        "results": results,
     }
-
-
-RULES = {
-    "step_ms": "median wall time of the steady steps (after the first, no dynamo compile during the step), ms",
-    "samples_per_s": "batch_size / median steady step time",
-    "first_step_s": "wall time of the first optimizer step (includes compilation for compiled variants), s",
-    "peak_memory": "CUDA: torch.cuda.max_memory_allocated during training; CPU: the variant process's peak RSS",
-    "recompiles": "dynamo compilations of an already-compiled frame (compile id N/k, k > 0)",
-    "mfu": "flops_per_sample * samples_per_s / peak FLOP/s of the GPU for the dtype (null on CPU or unknown GPU)",
-    "flops_per_sample": "6 x (weight elements x rows multiplied, all nn.Linear/Conv1D calls of one sample's "
-    "forward) ~ 6 N per token (Kaplan et al. 2020, sec. 2.1); attention scores left out",
-    "speedup_vs_eager": "eager step_ms / variant step_ms (same model)",
-}

@@ -40,7 +40,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--start", type=int, default=1, help="first batch tried; doubles from there (default 1)")
     tune.add_argument("--modes", nargs="+", metavar="MODE", help="eager and/or compiled (default both)")
     tune.add_argument("--steps", type=int, default=8, help="timed steps at the found batch (default 8)")
-    tune.add_argument("--cpu-threads", type=int, help="OMP_NUM_THREADS for every process (default: torch's)")
+    tune.add_argument(
+        "--cpu-threads", type=int, help="OMP_NUM_THREADS for every process (default: one fewer than the usable cores)"
+    )
     tune.add_argument("--timeout", type=float, default=1800.0, help="seconds per model and mode (default 1800)")
     tune.add_argument("--time-budget", type=float, help="seconds for the whole run; later cells are skipped")
     tune.add_argument("--data", type=Path, help="SST-2 TSV file or folder (default: examples/sst2/data)")
@@ -53,11 +55,13 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
     the files.
 
     Returns:
-        0 when every cell ran; 1 when some failed or were skipped (the files are still written).
+        0 when every cell ran; 1 when some failed or were skipped (the files are still written, and
+        rewritten after every finished cell, so an interrupted run keeps what it measured).
 
     Raises:
-        BenchError, TuningError: bad options (before any work).
+        BenchError, TuningError: bad options or a missing optional package (before any work).
     """
+    from sagemaker_tc.bench.data import check_inputs
     from sagemaker_tc.bench.tune_table import resolve_table_options, run_table, summary_lines, write_outputs
 
     table_options = resolve_table_options(
@@ -77,9 +81,12 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
         time_budget_s=options.time_budget,
         data=options.data,
     )
+    check_inputs()
     configure_logging()
     command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])
-    document = run_table(table_options, command=command)
+    document = run_table(
+        table_options, command=command, on_cell=lambda partial: write_outputs(partial, options.out, options.name)
+    )
     out = stream or sys.stdout
     for line in summary_lines(document):
         print(line, file=out)

@@ -14,6 +14,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 from sagemaker_tc.bench import hardware
 from sagemaker_tc.bench.data import tokenize_sst2
+from sagemaker_tc.bench.report import INCOMPLETE_NOTE, replace_file
 from sagemaker_tc.bench.runner import BenchOptions, resolve_options, run_worker_process, variant_env
 from sagemaker_tc.bench.tune_worker import MODES, TuneSpec
 from sagemaker_tc.errors import TuningError
@@ -175,39 +177,61 @@ def _row(model: str, cells: dict[str, dict]) -> dict[str, Any]:
     return row
 
 
-def run_table(options: TableOptions, *, command: str | None = None) -> dict[str, Any]:
+def run_table(
+    options: TableOptions, *, command: str | None = None, on_cell: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """Run every (model, mode) cell and return the table document (JSON-ready): ``schema``,
-    ``created``, ``command``, ``options``, ``device``, ``environment`` (versions and hardware),
-    ``budget``, ``rules``, and ``rows``: per model, each mode's ``max_batch``, ``first_too_large``,
-    ``peak_bytes_at_max`` (bytes), ``samples_per_s`` at that batch, every try, and the
-    compiled/eager ratios of max batch and samples/s."""
+    ``created``, ``command``, ``complete``, ``options``, ``device``, ``environment`` (versions and
+    hardware), ``budget``, ``rules``, and ``rows``: per model, each mode's ``max_batch``,
+    ``first_too_large``, ``peak_bytes_at_max`` (bytes), ``samples_per_s`` at that batch, every try,
+    and the compiled/eager ratios of max batch and samples/s.
+
+    Args:
+        on_cell: called with the document so far (``complete`` False) after every finished cell.
+    """
     bench = options.bench
     data = tokenize_sst2(options.max_batch, bench.seq_len, bench.data)
     workdir = Path(tempfile.mkdtemp(prefix="sagemaker-tc-tune-"))
-    rows = []
+    rows: list[dict[str, Any]] = []
+    facts = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "data": {"source": data.source, "rows": options.max_batch},
+    }
     started = time.perf_counter()
     try:
         data_path = workdir / "data.json"
         data_path.write_text(json.dumps(data.to_dict()), encoding="utf-8")
         for model in bench.models:
-            cells = {}
+            cells: dict[str, dict] = {}
             for mode in options.modes:
                 timeout_s = bench.timeout_s
                 if bench.time_budget_s is not None:
                     timeout_s = min(timeout_s, bench.time_budget_s - (time.perf_counter() - started))
                 if timeout_s <= 0:
                     cells[mode] = {"status": "skipped", "error": f"time budget of {bench.time_budget_s:.0f} s spent"}
-                    continue
-                cells[mode] = _cell(options, model, mode, workdir, data_path, timeout_s)
+                else:
+                    cells[mode] = _cell(options, model, mode, workdir, data_path, timeout_s)
+                if on_cell is not None:
+                    on_cell(_document(options, facts, [*rows, _row(model, cells)], complete=False))
             rows.append(_row(model, cells))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return _document(options, facts, rows, complete=True)
+
+
+def _document(
+    options: TableOptions, facts: dict[str, Any], rows: list[dict[str, Any]], *, complete: bool
+) -> dict[str, Any]:
+    """The table document (:func:`run_table`) with ``rows``; ``facts``: its ``created``, ``command``, ``data``."""
+    bench = options.bench
     environment = hardware.environment()
     first = next((r[m] for r in rows for m in options.modes if r.get(m, {}).get("status") == "ok"), {})
     return {
         "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        "created": facts["created"],
+        "command": facts["command"],
+        "complete": complete,
         "options": {
             **{
                 k: (str(v) if isinstance(v, Path) else v)
@@ -222,7 +246,7 @@ def run_table(options: TableOptions, *, command: str | None = None) -> dict[str,
         },
         "device": {"type": bench.device, "name": first.get("device_name") or bench.device_name},
         "environment": environment,
-        "data": {"source": data.source, "rows": options.max_batch},
+        "data": facts["data"],
         "rules": RULES,
         "rows": rows,
     }
@@ -265,17 +289,19 @@ def markdown(document: dict[str, Any]) -> str:
             f"| {_fmt(row['max_batch_ratio'], '.2f')} | {_fmt(eager.get('samples_per_s'), ',.1f')} "
             f"| {_fmt(compiled.get('samples_per_s'), ',.1f')} | {_fmt(row['samples_per_s_ratio'], '.2f')} |"
         )
+    if not document.get("complete", True):
+        lines += ["", INCOMPLETE_NOTE]
     lines += ["", "`N+`: the batch cap fit, so the true maximum may be larger. Rules:", ""]
     lines += [f"- {key}: {rule}" for key, rule in document["rules"].items()]
     return "\n".join(lines) + "\n"
 
 
 def write_outputs(document: dict[str, Any], out_dir: Path, name: str) -> dict[str, Path]:
-    """Write ``NAME.json`` and ``NAME.md`` into ``out_dir`` (created); return their paths."""
+    """Write ``NAME.json`` and ``NAME.md`` into ``out_dir`` (created), each replaced whole; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
-    paths["json"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    paths["markdown"].write_text(markdown(document), encoding="utf-8")
+    replace_file(paths["json"], json.dumps(document, indent=2) + "\n")
+    replace_file(paths["markdown"], markdown(document))
     return paths
 
 

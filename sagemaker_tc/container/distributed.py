@@ -48,7 +48,7 @@ def torchrun_command(entry_point: str, args: Sequence[str], environ: Mapping[str
             f"({contract.ENV_HOSTS}={environ.get(contract.ENV_HOSTS)!r}, {contract.ENV_CURRENT_HOST}={current!r})"
         )
     node_rank = hosts.index(current)
-    processes = params.get(contract.HP_PROCESSES_PER_HOST) or int(environ.get(contract.ENV_NUM_GPUS) or 0) or 1
+    processes = processes_per_host(environ)
     return [
         sys.executable,
         "-m",
@@ -63,6 +63,13 @@ def torchrun_command(entry_point: str, args: Sequence[str], environ: Mapping[str
         entry_point,
         *args,
     ]
+
+
+def processes_per_host(environ: Mapping[str, str]) -> int:
+    """torchrun's ``--nproc_per_node``: ``processes_per_host`` from the distribution, else the host's GPUs
+    (``SM_NUM_GPUS``), at least 1."""
+    params = framework_params(environ)
+    return int(params.get(contract.HP_PROCESSES_PER_HOST) or int(environ.get(contract.ENV_NUM_GPUS) or 0) or 1)
 
 
 def rank_label(environ: Mapping[str, str]) -> str | None:

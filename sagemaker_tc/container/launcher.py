@@ -12,26 +12,42 @@ with no custom image. The launcher then:
 4. with ``cache=...``, restores the compile cache into a fresh Inductor folder
    (:mod:`sagemaker_tc.compiler.job_cache`), once per host, before any rank starts;
 5. opens the job's compiler session (:class:`~sagemaker_tc.compiler.session.CompilerSession`),
-   adds the Hugging Face ``Trainer`` callback that compiles and measures for it, then runs the
-   user's entry point in this process (``runpy``, as ``__main__``, with the same arguments), so the
-   runtime measures what runs (distributed jobs: torchrun runs the launcher once per rank);
-6. closes the session, also when the script fails: global rank 0 saves the compile cache, writes
-   ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` (the job's one writer) and prints the metric lines;
-7. when the script raises, writes ``$SM_OUTPUT_DIR/failure`` with the exception's type and message
-   first (SageMaker keeps the first 1024 characters as the job's FailureReason; the toolkit only
-   writes the file when it does not exist, and without a framework module it captures no error
-   text), then lets the exception propagate so the process exits non-zero.
+   which adds the Hugging Face ``Trainer`` callback once the script imports ``transformers.trainer``
+   (a post-import hook: a plain PyTorch job never imports transformers through us), then runs the
+   user's entry point in this process as ``__main__``, with the same arguments, so the runtime
+   measures what runs (distributed jobs: torchrun runs the launcher once per rank);
+6. when the script has ended (also when it failed): starts the watchdog's exit deadline
+   (:mod:`sagemaker_tc.container.watchdog`), then closes the session: global rank 0 saves the
+   compile cache, writes ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` (the job's one writer) and
+   prints the metric lines;
+7. as the process's program (the injected launcher, a torchrun rank), returns with the script's
+   module still ``sys.modules["__main__"]``: its globals (a DDP model, its process group) are freed
+   when the interpreter shuts down, in the order ``python script.py`` frees them, never while the
+   launcher runs (freeing a DDP model while holding the GIL can deadlock gloo's worker threads);
+8. when the script, or the launcher's own setup or teardown, raises: writes ``$SM_OUTPUT_DIR/failure``
+   with the exception's type and message first (SageMaker keeps the first 1024 characters as the
+   job's FailureReason; the toolkit only writes the file when it does not exist, and without a
+   framework module it captures no error text), then lets the exception propagate so the process
+   exits non-zero.
+
+Under sagemaker-tc's own torchrun (the launcher runs torchrun when the toolkit did not), a rank
+whose script finished and that then died at exit (torch's gloo teardown can abort) does not fail the
+job: its training is complete, the model is kept, and the log says exactly that (:func:`_run_ranks`).
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import io
 import logging
 import os
-import runpy
+import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
+import types
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
@@ -39,8 +55,11 @@ from sagemaker_tc import contract
 from sagemaker_tc.compiler.job_cache import JobCache
 from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.container.distributed import rank_label, torchrun_command
-from sagemaker_tc.errors import LauncherError, SagemakerTCError
+from sagemaker_tc.container import watchdog
+from sagemaker_tc.container.distributed import processes_per_host, rank_label, torchrun_command
+from sagemaker_tc.container.peers import PeerWatch, poll_seconds
+from sagemaker_tc.container.post_import import when_imported
+from sagemaker_tc.errors import LauncherError
 
 logger = logging.getLogger("sagemaker_tc.launcher")
 
@@ -121,22 +140,34 @@ def configure(config: TrainingCompilerConfig, environ: MutableMapping[str, str])
     return JobCache.inherited(config, environ) if inherited else JobCache.open(config, environ)
 
 
+TRAINER_MODULE = "transformers.trainer"
+
+
 def open_session(
     config: TrainingCompilerConfig, environ: MutableMapping[str, str], job_cache: JobCache | None
 ) -> CompilerSession:
-    """The job process's compiler session, open, with the Hugging Face ``Trainer`` callback
-    installed for it (when transformers is)."""
+    """The job process's compiler session, open. The Hugging Face ``Trainer`` callback is added for it
+    when the script imports ``transformers.trainer`` (at once if something already did); the hook
+    is taken out when the session closes."""
     session = CompilerSession(config, environ=environ, writes_report=True, job_cache=job_cache).open()
     if importlib.util.find_spec("torch") is not None:
-        from sagemaker_tc.integrations import transformers as hf_integration
-
-        hf_integration.install(session)
+        try:
+            session.add_cleanup(when_imported(TRAINER_MODULE, lambda _module: _add_trainer_callback(session)))
+        except BaseException:
+            session.close()
+            raise
     return session
+
+
+def _add_trainer_callback(session: CompilerSession) -> None:
+    from sagemaker_tc.integrations import transformers as hf_integration
+
+    hf_integration.install(session)
 
 
 def failure_reason(error: BaseException, script: Path | None = None) -> str:
     """``"<Type>: <message>"`` first, then the traceback from the user's ``script`` on (the launcher's
-    and runpy's frames are dropped so the 1024-character FailureReason keeps the user's own)."""
+    frames are dropped so the 1024-character FailureReason keeps the user's own)."""
     tb = error.__traceback__
     while script is not None and tb is not None and tb.tb_frame.f_code.co_filename != str(script):
         tb = tb.tb_next
@@ -167,48 +198,127 @@ def _resolve_script(entry_point: str) -> Path:
     return script.resolve()
 
 
-def run(entry_point: str, args: Sequence[str]) -> None:
+def run(entry_point: str, args: Sequence[str], *, program: bool = False) -> None:
     """Configure the compiler from the environment's settings and run ``entry_point`` with ``args``:
     settings -> open the session -> run the script -> close the session (report, cache save).
 
+    Args:
+        entry_point: the user's script.
+        args: its command-line arguments.
+        program: the launcher is this process's program (the injected launcher, a torchrun rank,
+            ``sagemaker-tc launch``): the watchdog watches the process, and the script's module stays
+            ``__main__`` after the return, until the interpreter shuts down (as under ``python
+            script.py``). False (a caller that owns the process, such as a test): no watchdog, and
+            the caller's ``__main__`` is back on return.
+
     Raises:
-        LauncherError: the entry point does not exist.
+        LauncherError: the entry point does not exist, or the watchdog's setting is malformed.
         ConfigError: the settings in the environment are malformed.
-        BaseException: whatever the user's script raises (including ``SystemExit``).
+        BaseException: whatever the user's script raises (including ``SystemExit``), and whatever the
+            launcher's own setup or teardown raises; each is in ``$SM_OUTPUT_DIR/failure`` first.
     """
     _setup_logging()
     try:
-        settings = contract.settings_from_environment(os.environ)
-        script = _resolve_script(entry_point)
-        command = torchrun_command(str(script), args, os.environ)
-    except SagemakerTCError as error:
+        _run(entry_point, args, program=program)
+    except SystemExit as error:
+        if error.code not in (None, 0):
+            write_failure(error, os.environ)
+        raise
+    except BaseException as error:  # the script's own failure is already written; this adds the launcher's
         write_failure(error, os.environ)
         raise
+
+
+def _run(entry_point: str, args: Sequence[str], *, program: bool) -> None:
+    settings = contract.settings_from_environment(os.environ)
+    script = _resolve_script(entry_point)
+    command = torchrun_command(str(script), args, os.environ)
     config = settings.config if settings is not None and settings.config.enabled else None
     job_cache = configure(config, os.environ) if config is not None else None
     if command is not None:
         if job_cache is not None:
             job_cache.export(os.environ)
         try:
-            _run_ranks(command)
+            _run_ranks(command, processes_per_host(os.environ))
         finally:
             if job_cache is not None:
                 job_cache.remove_private_dir()
         return
-    session = open_session(config, os.environ, job_cache) if config is not None else None
+    watch = _JobWatch.start(config, os.environ) if program else None
+    session = None
+    outcome = "failed"
     try:
-        _run_script(script, args)
+        session = open_session(config, os.environ, job_cache) if config is not None else None
+        _run_script(script, args, keep_main=program)
+        outcome = "finished"
+    except SystemExit as error:
+        outcome = "finished" if error.code in (None, 0) else "failed"
+        raise
     finally:
+        _end_script(watch, session, outcome)
+
+
+def _end_script(watch: _JobWatch | None, session: CompilerSession | None, outcome: str) -> None:
+    """The script has ended with ``outcome``: start the exit deadline, close the session (report, cache
+    save), then record the outcome (from here on, what happens to the process happens at exit)."""
+    if watch is not None:
+        watch.script_ended(outcome)
+    try:
         if session is not None:
             session.close()
+    finally:
+        if watch is not None:
+            watch.dog.record_outcome(outcome)
 
 
-def _run_script(script: Path, args: Sequence[str]) -> None:
-    """Run the user's script as ``__main__`` in this process; write the failure file when it fails."""
+class _JobWatch:
+    """The job process's watchdog and, under torchrun, its view of the other ranks."""
+
+    def __init__(self, dog: watchdog.Watchdog, peers: PeerWatch | None) -> None:
+        self.dog, self.peers = dog, peers
+
+    @classmethod
+    def start(cls, config: TrainingCompilerConfig | None, environ: Mapping[str, str]) -> _JobWatch:
+        grace_s = watchdog.grace_seconds(config.hang_grace_s if config is not None else None, environ)
+        label = rank_label(environ) or environ.get(contract.ENV_CURRENT_HOST) or "the training process"
+        dog = watchdog.Watchdog.start(label=label, grace_s=grace_s, environ=environ)
+        peers = PeerWatch.for_rank(environ, label, dog.peer_ended, poll_seconds(grace_s))
+        return cls(dog, peers.start() if peers is not None else None)
+
+    def script_ended(self, outcome: str) -> None:
+        if self.peers is not None:
+            self.peers.stop()  # joined: no store call of ours is in flight when the interpreter shuts down
+            self.peers.announce(outcome)
+        self.dog.script_ended(outcome)
+
+
+def _main_module(script: Path) -> types.ModuleType:
+    """A fresh ``__main__`` module for ``script``, as ``python script.py`` makes it."""
+    module = types.ModuleType("__main__")
+    module.__file__ = str(script)
+    module.__cached__ = None
+    module.__loader__ = importlib.machinery.SourceFileLoader("__main__", str(script))
+    module.__package__ = None
+    module.__spec__ = None
+    return module
+
+
+def _run_script(script: Path, args: Sequence[str], *, keep_main: bool) -> None:
+    """Run the user's script as ``__main__`` in this process; write the failure file when it fails.
+
+    Args:
+        keep_main: leave the script's module as ``sys.modules["__main__"]`` (its globals then live
+            until the interpreter shuts down); else put the caller's back.
+    """
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.parent))
+    with io.open_code(str(script)) as handle:
+        code = compile(handle.read(), str(script), "exec", dont_inherit=True)
+    module = _main_module(script)
+    previous = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
     try:
-        runpy.run_path(str(script), run_name="__main__")
+        exec(code, module.__dict__)
     except SystemExit as error:
         if error.code not in (None, 0):
             write_failure(error, os.environ, script)
@@ -216,25 +326,56 @@ def _run_script(script: Path, args: Sequence[str]) -> None:
     except BaseException as error:
         write_failure(error, os.environ, script)
         raise
+    finally:
+        if not keep_main and previous is not None:
+            sys.modules["__main__"] = previous
 
 
-def _run_ranks(command: Sequence[str]) -> None:
+def _run_ranks(command: Sequence[str], processes: int = 1) -> None:
     """Run torchrun and exit as the job should: non-zero when torchrun or any rank failed.
 
     A rank that raised has written ``output/failure`` (first writer wins); a torchrun that exits 0
-    while a failure file exists is still a failure.
+    while a failure file exists is still a failure. When torchrun fails though each of this host's
+    ``processes`` ranks finished its script and none wrote a failure, a rank died at exit: logged as
+    exactly that, and the host succeeds (the training and the model are complete).
     """
     logger.info("Launching torchrun: %s", " ".join(command))
-    exit_code = subprocess.run(command, check=False).returncode
+    state_dir = tempfile.mkdtemp(prefix="sagemaker-tc-ranks-")
+    try:
+        env = {**os.environ, contract.ENV_RANK_STATE_DIR: state_dir}
+        exit_code = subprocess.run(command, env=env, check=False).returncode
+        endings = watchdog.rank_endings(Path(state_dir))
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
     failure = Path(os.environ.get(contract.ENV_OUTPUT_DIR, ".")) / "failure"
+    host = os.environ.get(contract.ENV_CURRENT_HOST, "host")
     if exit_code == 0 and failure.exists():
         logger.error("torchrun exited 0 but a rank reported a failure: %s", failure.read_text()[:200])
         exit_code = 1
+    if exit_code != 0 and not failure.exists() and processes == sum(e.outcome == "finished" for e in endings):
+        _log_died_at_exit(host, exit_code, endings)
+        return
     if exit_code != 0:
         if not failure.exists() and os.environ.get(contract.ENV_OUTPUT_DIR):
-            host = os.environ.get(contract.ENV_CURRENT_HOST, "host")
-            failure.write_text(f"{host}: torchrun exited with code {exit_code}", encoding="utf-8")
+            crashed = [ending for ending in endings if ending.fatal]
+            text = watchdog.crash_reason(crashed[0].label, crashed[0]) if crashed else None
+            failure.write_text(text or f"{host}: torchrun exited with code {exit_code}", encoding="utf-8")
         sys.exit(exit_code)
+
+
+def _log_died_at_exit(host: str, exit_code: int, endings: list[watchdog.RankEnding]) -> None:
+    died = [ending for ending in endings if ending.fatal]
+    who = ", ".join(f"{ending.label} ({ending.fatal})" for ending in died) or f"a rank of {host}"
+    logger.warning(
+        "RANK DIED AT EXIT: %s finished its script, then died at exit (torchrun exited with code %d). Every "
+        "rank of this host had finished its script: training is complete and the model and output are kept, so "
+        "this host does not fail the job. The crash is in the process's teardown, after the script; see the "
+        "troubleshooting page ('died at exit').",
+        who,
+        exit_code,
+    )
+    for ending in died:
+        logger.warning("Python stack of %s at the crash:\n%s", ending.label, ending.stack)
 
 
 def main() -> None:
@@ -244,6 +385,7 @@ def main() -> None:
     Raises:
         LauncherError: the settings name no entry point.
     """
+    _setup_logging()
     try:
         settings = contract.settings_from_environment(os.environ)
         if settings is None or not settings.entry_point:
@@ -251,7 +393,7 @@ def main() -> None:
                 f"no entry point: {contract.ENV_FRAMEWORK_PARAMS} carries no {contract.HP_SETTINGS} with an "
                 "entry_point (run the launcher through a sagemaker_tc estimator, or use `sagemaker-tc launch SCRIPT`)"
             )
-    except SagemakerTCError as error:
+    except Exception as error:
         write_failure(error, os.environ)
         raise
-    run(settings.entry_point, sys.argv[1:])
+    run(settings.entry_point, sys.argv[1:], program=True)

@@ -15,8 +15,10 @@ runs in that path, so the driver does the toolkit's part that the launcher relie
    hyperparameters);
 3. ``PYTHONPATH``: this folder (which holds the container side of ``sagemaker_tc``) first, so
    torchrun's rank processes import it too;
-4. then the launcher runs the entry script (:func:`sagemaker_tc.container.launcher.run`): the same
-   log lines, compiler session, ``report.json``, failure file and metric lines as the estimator path;
+4. then the launcher runs the entry script (:func:`sagemaker_tc.container.launcher.run`) as the
+   process's program: the same log lines, compiler session, ``report.json``, failure file, metric
+   lines, watchdog and teardown (the script's globals live until the interpreter shuts down) as the
+   estimator path;
 5. when it ends well, writes the empty ``output/success`` the toolkit writes.
 
 The compiler settings come from ``SM_TRAINING_COMPILER_SETTINGS`` (the trainer's ``environment``).
@@ -132,6 +134,6 @@ def main() -> None:
         launcher.write_failure(error, os.environ)
         raise
     logger.info("sagemaker-tc driver: running %s with %d arguments", entry_script, len(arguments))
-    launcher.run(entry_script, arguments)
+    launcher.run(entry_script, arguments, program=True)  # the driver is the process's program
     if os.environ.get(contract.ENV_OUTPUT_DIR):
         Path(os.environ[contract.ENV_OUTPUT_DIR], "success").touch()

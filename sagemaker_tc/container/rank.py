@@ -6,4 +6,4 @@ import sys
 from sagemaker_tc.container.launcher import run
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2:])
+    run(sys.argv[1], sys.argv[2:], program=True)

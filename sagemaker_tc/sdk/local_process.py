@@ -35,6 +35,10 @@ HOST = "algo-1"
 MAX_FAILURE_REASON_CHARS = 1024
 # Shown when the toolkit died without writing output/failure.
 _NO_FAILURE_FILE = "the training process exited with code {code} and wrote no output/failure file"
+# The watchdog's grace period in local_process jobs, seconds (SageMaker's is 600): a job process
+# still running this long after its script ended, or idle this long after another rank's ended, fails
+# the job (TrainingCompilerConfig.hang_grace_s, or SM_TC_HANG_GRACE_S in the job's environment, win).
+LOCAL_PROCESS_HANG_GRACE_S = 120
 _TOOLKIT_COMMAND = "from sagemaker_training.cli.train import main; main()"
 
 
@@ -239,6 +243,7 @@ def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path
 def _job_environment(request: TrainingJobRequest) -> dict[str, str]:
     """The environment every host's toolkit process starts with (``SAGEMAKER_BASE_DIR`` is added per host)."""
     environment = dict(os.environ)
+    environment.setdefault(contract.ENV_HANG_GRACE, str(LOCAL_PROCESS_HANG_GRACE_S))
     environment.update(request.environment)
     environment.update(
         {

