@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 
@@ -167,7 +168,9 @@ def test_a_launcher_setup_step_that_raises_writes_its_type_and_message(tmp_path,
     script = tmp_path / "train.py"
     script.write_text("raise SystemExit('the script must not run')\n")
 
-    with pytest.raises(FileExistsError):
+    # The launcher exports its settings (SM_TRAINING_COMPILER_CONFIGURED, TORCH_LOGS, TORCH_TRACE) into
+    # os.environ; monkeypatch.delenv of an unset name records nothing to undo, so put it all back here.
+    with mock.patch.dict(os.environ), pytest.raises(FileExistsError):
         launcher.run(str(script), [])
 
     failure = (tmp_path / "output" / "failure").read_text()
