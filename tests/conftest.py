@@ -59,6 +59,13 @@ def write_sst2_slice(folder: Path, split: str, rows: int) -> Path:
     return target
 
 
+def warned_from(caught, category) -> list[str]:
+    """The files that ``category`` warnings in ``caught`` (a ``pytest.warns`` record) point at; other
+    warnings caught in the same block (a garbage-collected TemporaryDirectory's ResourceWarning) are
+    not ours to check."""
+    return [w.filename for w in caught if issubclass(w.category, category)]
+
+
 def read_tsv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))

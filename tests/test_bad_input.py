@@ -8,6 +8,7 @@ import json
 import warnings
 
 import pytest
+from conftest import warned_from
 
 from sagemaker_tc import (
     ChannelNotFoundError,
@@ -118,8 +119,7 @@ def test_a_flag_like_value_is_sent_with_a_warning_naming_it(make, source_dir):
         estimator = HuggingFace(
             "echo.py", source_dir=str(source_dir), instance_type="local_process", hyperparameters={"v": "--help"}
         )
-    # points at the user's line (only ours: an unrelated warning may be caught in the same block)
-    assert [w.filename for w in caught if issubclass(w.category, HyperparameterWarning)] == [__file__]
+    assert warned_from(caught, HyperparameterWarning) == [__file__]  # points at the user's line
     assert estimator.hyperparameters()["v"] == '"--help"'
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -176,7 +176,7 @@ def test_malformed_s3_cache_uris_are_refused(cache, message):
 def test_config_fields_that_do_nothing_together_say_which_wins():
     with pytest.warns(ConfigWarning, match=r"enabled=False wins.*debug mode does nothing") as caught:
         TrainingCompilerConfig(enabled=False, debug=True)
-    assert [w.filename for w in caught if issubclass(w.category, ConfigWarning)] == [__file__]
+    assert warned_from(caught, ConfigWarning) == [__file__]
     with pytest.warns(ConfigWarning, match=r"backend='eager' wins.*mode does nothing"):
         TrainingCompilerConfig(backend="eager", mode="max-autotune")
     with pytest.raises(ConfigError, match=r"batch_size_multiple: Value error, must be at most max_batch_size \(8\)"):

@@ -7,6 +7,7 @@ import json
 import boto3
 import pytest
 import yaml
+from conftest import warned_from
 
 from sagemaker_tc import ModelTrainer, TrainingCompilerConfig, contract
 from sagemaker_tc.container import distributed, modeltrainer
@@ -235,6 +236,4 @@ def test_sagemaker_trains_default_cpu_instance_is_accepted_with_a_warning_at_the
 
     with pytest.warns(CpuInstanceWarning, match="ml.m5.xlarge is a CPU instance") as caught:
         trainer = cloud_trainer(source_dir, account, compute=None)  # sagemaker-train's default: ml.m5.xlarge
-    # Only ours: a garbage-collected TemporaryDirectory of an earlier test may warn here too.
-    ours = [w for w in caught if issubclass(w.category, CpuInstanceWarning)]
-    assert [w.filename for w in ours] == [__file__] and trainer.compute.instance_type == "ml.m5.xlarge"
+    assert warned_from(caught, CpuInstanceWarning) == [__file__] and trainer.compute.instance_type == "ml.m5.xlarge"
