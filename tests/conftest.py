@@ -272,9 +272,13 @@ TORCH_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default (tor
 def _compiler_hooks() -> dict:
     """What a compiler session may install process-wide, as it is now (only the import hooks before
     torch is imported)."""
+    from sagemaker_tc import contract
     from sagemaker_tc.container.post_import import is_post_import_hook
 
     import_hooks = {"post-import hooks in sys.meta_path": sum(map(is_post_import_hook, sys.meta_path))}
+    # What the launcher exports for its own process: left in os.environ it reaches every later job.
+    for name in (contract.ENV_CONFIGURED, contract.ENV_TORCH_LOGS, contract.ENV_TORCH_TRACE):
+        import_hooks[f"os.environ[{name!r}]"] = os.environ.get(name)
     if "torch" not in sys.modules:
         return import_hooks
     from sagemaker_tc import _internals
@@ -298,7 +302,8 @@ def no_compiler_state_left_behind():
     """Each test starts without a compiler session; afterwards, the session a test opened (by
     compile_model, say) is closed, and the test fails if anything a session installs process-wide is
     still there: a callback in DEFAULT_CALLBACKS, a post-import hook waiting for transformers.trainer,
-    a global optimizer hook, a compile callback, a raised dynamo recompile_limit."""
+    a global optimizer hook, a compile callback, a raised dynamo recompile_limit, a variable the
+    launcher exports (SM_TRAINING_COMPILER_CONFIGURED, TORCH_LOGS, TORCH_TRACE)."""
     from sagemaker_tc.compiler.session import current_session
 
     left_open = current_session()
