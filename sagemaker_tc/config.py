@@ -13,9 +13,15 @@ from sagemaker_tc.errors import ConfigError, ConfigWarning
 from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
 from sagemaker_tc.warn import warn_user
 
-Backend = Literal["inductor", "eager"]
-"""Compiler backends. ``inductor`` is torch.compile's default; ``eager`` runs uncompiled (a baseline).
-``xla`` (torch_xla on PJRT devices) is planned and not accepted yet."""
+Backend = Literal["inductor", "eager", "xla"]
+"""Compiler backends:
+
+- ``inductor``: torch.compile's default (CUDA GPUs and CPUs); the ``plan`` says what is compiled.
+- ``xla``: torch_xla's lazy tensors on a PJRT device (TPU, or the CPU): the model runs on the XLA
+  device and each optimizer step is traced and compiled by XLA as one graph
+  (:mod:`sagemaker_tc.compiler.xla`). XLA:CUDA was removed upstream in torch_xla 2.9, so not for GPUs.
+- ``eager``: runs uncompiled (a baseline).
+"""
 
 Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 """torch.compile's ``mode`` values (torch 2.x)."""
@@ -95,7 +101,11 @@ class TrainingCompilerConfig(BaseModel):
         default=False,
         description="Debug mode: write compiler logs and artifacts to $SM_OUTPUT_DATA_DIR/compiler/ (slower).",
     )
-    backend: Backend = Field(default="inductor", description="torch.compile backend; 'eager' is a no-compile baseline.")
+    backend: Backend = Field(
+        default="inductor",
+        description="'inductor' (torch.compile, GPUs and CPUs), 'xla' (torch_xla on a PJRT device: TPU or CPU; "
+        "not GPUs), or 'eager' (a no-compile baseline).",
+    )
     mode: Mode = Field(default="default", description="torch.compile mode.")
     plan: Plan = Field(
         default="auto",
@@ -264,6 +274,12 @@ class TrainingCompilerConfig(BaseModel):
             warn_user(
                 f"TrainingCompilerConfig(backend='eager', mode={self.mode!r}): backend='eager' wins, nothing is "
                 "compiled and mode does nothing",
+                ConfigWarning,
+            )
+        if self.backend == "xla" and (self.mode != "default" or self.resolved_plan != "auto"):
+            warn_user(
+                f"TrainingCompilerConfig(backend='xla', mode={self.mode!r}, plan={self.resolved_plan!r}): mode and "
+                "plan are torch.compile's; with backend='xla' each optimizer step is one XLA graph and both do nothing",
                 ConfigWarning,
             )
         return self

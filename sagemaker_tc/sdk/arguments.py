@@ -136,6 +136,37 @@ def check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
     )
 
 
+def check_backend(
+    config: TrainingCompilerConfig | None, kind: InstanceKind, instance_type: str, *, default_image: bool = False
+) -> None:
+    """``backend="xla"`` only where an XLA device exists (not on a GPU) and torch_xla is installed.
+
+    PyTorch/XLA deprecated XLA:CUDA in 2.8 and removed it in 2.9 (pytorch/xla PRs #9597, #9598,
+    #9603, #9618), so a GPU job compiles with Inductor; ``xla`` runs on PJRT devices (TPU, and the
+    CPU: CPU instance types and ``local``/``local_process`` on a CPU machine).
+
+    ``default_image``: the job would run in the AWS PyTorch / Hugging Face training image, which has
+    no torch_xla.
+
+    Raises:
+        ConfigError: ``backend="xla"`` on a GPU instance type or ``local_gpu``, or in a default image.
+    """
+    if config is None or not config.compiles or config.backend != "xla":
+        return
+    if kind is InstanceKind.GPU or instance_type in ("local_gpu",):
+        raise ConfigError(
+            f"TrainingCompilerConfig(backend='xla') on {instance_type}, a GPU: XLA:CUDA was removed upstream in "
+            "torch_xla 2.9 (deprecated in 2.8), so XLA cannot use this GPU; use backend='inductor' (the default) "
+            "for GPUs, or a CPU instance type for backend='xla'"
+        )
+    if default_image and kind is not InstanceKind.LOCAL_PROCESS:
+        raise ConfigError(
+            f"TrainingCompilerConfig(backend='xla') on {instance_type} needs torch_xla in the training image, and the "
+            "AWS PyTorch and Hugging Face training images have none: pass image_uri= of an image with "
+            "'sagemaker-tc[xla]' (torch 2.9.0 and torch_xla 2.9.0) installed, or use instance_type='local_process'"
+        )
+
+
 def check_entry_point_language(source: SourceSpec, entry_point: str, compiler_enabled: bool) -> None:
     """With the compiler on, the entry point must be a Python script (the compiler runs in its process).
 

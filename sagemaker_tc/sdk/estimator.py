@@ -119,6 +119,9 @@ class _FrameworkEstimator:
         if self._kind is InstanceKind.CPU:
             warn_cpu_instance(self._checked_instance_type)
         self.compiler_config = arguments.resolve_cache(arguments.check_compiler_config(compiler_config), self._kind)
+        arguments.check_backend(
+            self.compiler_config, self._kind, self._checked_instance_type, default_image=image_uri is None
+        )
         arguments.check_entry_point_language(self.source, entry_point, self.compiler_enabled)
         self._distribution_hyperparameters = distribution_hyperparameters(distribution)
         self.distribution = distribution

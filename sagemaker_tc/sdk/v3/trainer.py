@@ -119,8 +119,9 @@ class ModelTrainer(_SdkModelTrainer):
                 "algorithm_name jobs run the algorithm's own code"
             )
         check_training_image(self.training_image)
-        _, kind = checks.check_compute(self.training_mode, self.compute, warn=warn)
+        instance_type, kind = checks.check_compute(self.training_mode, self.compute, warn=warn)
         config = arguments.resolve_cache(config, kind)
+        arguments.check_backend(config, kind, instance_type)
         environment = dict(self.environment or {})
         if environment.get(contract.ENV_SETTINGS) == self._settings_written:
             environment.pop(contract.ENV_SETTINGS, None)  # ours, from an earlier check: written anew below
