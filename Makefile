@@ -4,7 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint docs strip-notebooks clean
+# backend="xla" is tested in its own environment: torch 2.9.0 with torch_xla 2.9.0 (the [xla] extra),
+# without constraints.txt's torch pin (about 7 GB; pip takes torch 2.9.0's CUDA build from PyPI).
+XLA_VENV ?= .venv-xla
+XLA_PY := $(XLA_VENV)/bin/python
+
+.PHONY: demo test test-xla lint docs strip-notebooks clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +30,14 @@ demo: $(VENV)/.demo-installed
 test: $(VENV)/.dev-installed
 	$(PY) -m pytest -q
 
+$(XLA_VENV)/.xla-installed: pyproject.toml
+	$(PYTHON) -m venv $(XLA_VENV)
+	$(XLA_PY) -m pip install --quiet --disable-pip-version-check -e ".[runtime,examples,xla]" "pytest>=8"
+	touch $@
+
+test-xla: $(XLA_VENV)/.xla-installed
+	$(XLA_PY) -m pytest -q tests_xla
+
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 
@@ -37,4 +50,4 @@ strip-notebooks: $(VENV)/.dev-installed
 	$(PY) notebooks/strip_outputs.py
 
 clean:
-	rm -rf $(VENV) sagemaker-tc-output notebooks/sagemaker-tc-output notebooks/byo_loop site .pytest_cache
+	rm -rf $(VENV) $(XLA_VENV) sagemaker-tc-output notebooks/sagemaker-tc-output notebooks/byo_loop site .pytest_cache

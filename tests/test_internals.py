@@ -158,6 +158,20 @@ def _sagemaker_train_metric_definitions():
         _internals.model_trainer_metric_definitions(object())
 
 
+def _innermost_dataloader():
+    """accelerate's shard iterates its base loader, whose collate function is the one that counts."""
+    from accelerate.data_loader import DataLoaderShard
+    from torch.utils.data import DataLoader
+
+    shard = DataLoaderShard(list(range(4)), batch_size=2)
+    inner = _internals.innermost_dataloader(shard)
+    assert inner is not shard and type(inner) is DataLoader
+    inner.collate_fn = lambda samples: ("seen", samples)
+    assert [batch[0] for batch in shard] == ["seen", "seen"]
+    plain = DataLoader(list(range(4)))
+    assert _internals.innermost_dataloader(plain) is plain  # torch_xla's side: tests_xla/test_xla.py
+
+
 CHECKS = {
     "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
     "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
@@ -173,6 +187,7 @@ CHECKS = {
     "sagemaker-core PipelineSession._intercept_create_request": _sagemaker_core_pipeline_hand_off,
     "sagemaker-core _SageMakerContainer._get_compose_cmd_prefix": _sagemaker_core_docker_compose_lookup,
     "sagemaker-train ModelTrainer._metric_definitions": _sagemaker_train_metric_definitions,
+    "torch_xla MpDeviceLoader._loader / accelerate DataLoaderAdapter.base_dataloader": _innermost_dataloader,
 }
 
 

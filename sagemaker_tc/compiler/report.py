@@ -64,6 +64,8 @@ class JobFacts:
         attention: the model's attention kernel (Hugging Face models).
         batch_tuning: the batch-size decision
             (:meth:`sagemaker_tc.tuning.decision.TuningDecision.to_dict`), else None.
+        xla: ``backend="xla"``'s counts (:meth:`sagemaker_tc.compiler.xla.XlaRuntime.compile_stats`),
+            else None.
     """
 
     steps: StepSummary
@@ -83,6 +85,7 @@ class JobFacts:
     inductor_cache: dict[str, int] | None = None
     attention: str | None = None
     batch_tuning: dict[str, Any] | None = None
+    xla: dict[str, Any] | None = None
 
 
 def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, Any]:
@@ -97,6 +100,8 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
     started inside training steps.
     """
     steps, dynamo, variant = facts.steps, facts.dynamo, facts.variant
+    if facts.xla is not None:
+        dynamo = _xla_as_compile_stats(facts.xla, steps.compile_seconds)
     fallback_reason = facts.fallback_reason
     ended_compiled = variant is None or variant.startswith("compiled")
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
@@ -120,7 +125,7 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
         "plan": facts.plan,
         "plan_decision": facts.plan_decision,
         "fallback_reason": fallback_reason,
-        "compile_seconds": steps.compile_seconds,
+        "compile_seconds": _compile_seconds(steps, facts.xla),
         "dynamo_compile_seconds": dynamo.compile_seconds,
         "first_step_seconds": steps.first_step_seconds,
         "steady_step_seconds": steps.steady_step_seconds,
@@ -143,9 +148,29 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
         "cache": facts.cache or {"state": "disabled"},
         "inductor_cache": facts.inductor_cache,
         "batch_tuning": facts.batch_tuning,
+        "xla": facts.xla,
         "debug": config.debug,
         "versions": _versions(),
     }
+
+
+def _compile_seconds(steps: StepSummary, xla: dict[str, Any] | None) -> float | None:
+    """The compiling steps' time beyond steady state; for XLA, when no step was seen compiling (a
+    ``Trainer``, whose dataloader marks the step between steps), XLA's own compile seconds."""
+    if steps.compile_seconds is not None or not xla:
+        return steps.compile_seconds
+    return xla.get("compile_seconds")
+
+
+def _xla_as_compile_stats(xla: dict[str, Any], step_compile_seconds: float | None) -> DynamoStats:
+    """The report's compile fields for ``backend="xla"``: graphs XLA compiled, step-graph recompiles,
+    no graph breaks (lazy tensors trace whatever runs), XLA's compile seconds."""
+    return DynamoStats(
+        graphs=int(xla.get("compiles", 0)),
+        frames_compiled=int(xla.get("step_graph_compiles", 0)),
+        recompiles=int(xla.get("recompiles", 0)),
+        compile_seconds=float(xla.get("compile_seconds", 0.0)),
+    )
 
 
 def _decision_reason(facts: JobFacts) -> str:

@@ -182,6 +182,10 @@ class CompilerRuntime:
         new_args, new_kwargs = self._before_model_call(module, args, kwargs)
         return (new_args, new_kwargs) if new_kwargs is not kwargs or new_args is not args else None
 
+    def finish_step(self) -> None:
+        """Right after ``optimizer.step()`` in a plain loop, before the step's end is recorded: nothing
+        to do for Inductor (:class:`~sagemaker_tc.compiler.xla.XlaRuntime` marks the XLA step here)."""
+
     def current_label(self) -> str:
         """The plan the next step runs (a step record's label)."""
         return self.active

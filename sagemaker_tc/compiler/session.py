@@ -113,7 +113,7 @@ class CompilerSession:
         self.job_cache = job_cache
         self.buckets = BucketStats()
         self.timer = StepTimer(label=lambda: self.runtime.current_label())
-        self.runtime = CompilerRuntime(self.buckets, self.timer)
+        self.runtime = _runtime_class(config)(self.buckets, self.timer)
         self.timer.add_step_end_callback(self.runtime.after_step)
         self.watch = CompileWatch(self.timer.on_compile)
         self.debug = DebugCapture() if config.debug else None
@@ -131,16 +131,20 @@ class CompilerSession:
 
         Raises:
             SessionStateError: another session is open in this process, or this one was used.
+            CompilerError: ``backend="xla"`` without torch_xla installed (nothing is left open).
         """
         global _current
         if self.state != "new":
             raise SessionStateError(f"this compiler session is {self.state}; open a new one")
         if _current is not None:
             raise SessionStateError("a compiler session is already open in this process: close it first")
+        undo_xla = self._prepare_xla() if self.config.compiles and self.config.backend == "xla" else None
         _current = self
         self.state = "open"
         if self.job_cache is not None:  # undone last: after the report's cache save
             self._undo.append(self.job_cache.remove_private_dir)
+        if undo_xla is not None:
+            self._undo.append(undo_xla)
         self._undo.append(self.runtime.detach)
         if _torch_installed():
             self.watch.install()
@@ -150,6 +154,24 @@ class CompilerSession:
                 self.debug.install()
                 self._undo.append(self.debug.uninstall)
         return self
+
+    def _prepare_xla(self) -> Callable[[], None]:
+        """``backend="xla"``: the PJRT device (and debug mode's HLO dump) in the environment, then
+        torch_xla imported, before the script's first ``backward()``. Returns the environment's undo.
+
+        Raises:
+            CompilerError: torch_xla is not installed (the environment is put back first).
+        """
+        from sagemaker_tc.compiler import xla
+
+        debug_dir = compiler_dir(self.environ) if self.config.debug else None
+        undo = xla.prepare_environment(self.config, os.environ, debug_dir)
+        try:
+            xla.import_torch_xla()
+        except Exception:
+            undo()
+            raise
+        return undo
 
     def add_cleanup(self, undo: Callable[[], None]) -> None:
         """Run ``undo`` at :meth:`close` (hooks an integration installed), last added first."""
@@ -293,6 +315,7 @@ class CompilerSession:
             inductor_cache=inductor_cache_counters(),
             attention=runtime.attention,
             batch_tuning=self._batch_tuning(),
+            xla=runtime.compile_stats() if hasattr(runtime, "compile_stats") else None,
         )
         return build_report(config, facts)
 
@@ -340,6 +363,8 @@ class CompilerSession:
             folder = compiler_dir(self.environ)
             if self.debug is not None:
                 report["debug_files"] = self.debug.write(folder)
+                if hasattr(self.runtime, "write_debug"):
+                    report["debug_files"]["files"] += self.runtime.write_debug(folder)
             path = write_report(report, folder)
             logger.info(
                 "Compiler report written to %s: compiled=%s variant=%s compile_seconds=%s steady_step_seconds=%s "
@@ -358,6 +383,15 @@ class CompilerSession:
         except Exception:  # a broken report must not hide the job's own result
             logger.exception("Could not write the compiler report")
             return None
+
+
+def _runtime_class(config: TrainingCompilerConfig) -> type[CompilerRuntime]:
+    """:class:`~sagemaker_tc.compiler.xla.XlaRuntime` for ``backend="xla"``, else :class:`CompilerRuntime`."""
+    if config.compiles and config.backend == "xla":
+        from sagemaker_tc.compiler.xla import XlaRuntime
+
+        return XlaRuntime
+    return CompilerRuntime
 
 
 def _fmt(value: float | None) -> str:

@@ -72,6 +72,7 @@ class StepWatcher:
         if self.session.timer.step_open:
             runtime = self.session.runtime
             runtime.forwards_per_step = max(runtime.forwards_per_step, self.forwards)
+            runtime.finish_step()
             self.session.timer.end_step(self.samples)
 
 
@@ -118,7 +119,14 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
                 type(model).__name__,
             )
     plan = session.attach(model, config)
-    if config.compiles:
+    if config.compiles and config.backend == "xla":
+        logger.info(
+            "Compiler for %s with xla on %s: one XLA graph per optimizer step; policy %s",
+            type(model).__name__,
+            session.runtime.device_name,
+            config.policy,
+        )
+    elif config.compiles:
         logger.info(
             "Compiler for %s with %s: %s; policy %s",
             type(model).__name__,

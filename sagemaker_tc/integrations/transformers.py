@@ -8,7 +8,8 @@ model, optimizer and training dataloader) it:
   by policy, and ``.eval()``, label names and ``state_dict()`` keys reach the real model);
 - tells the runtime the job's length (``max_steps``, for ``plan="auto"``) and its gradient
   accumulation (CUDA graphs only without it);
-- times each optimizer step (``on_step_begin`` / ``on_step_end``) for the report.
+- times each optimizer step (``on_step_begin`` / ``on_step_end``) for the report; with
+  ``backend="xla"`` it marks the XLA step at ``on_step_end`` (one graph per optimizer step, counted).
 
 With the config's ``batch_size`` set, ``on_init_end`` (before ``train()`` builds the dataloader)
 finds or sets the per-device batch and rescales the learning rate (:mod:`sagemaker_tc.tuning.trainer`).
@@ -28,7 +29,9 @@ from sagemaker_tc.compiler.session import CompilerSession
 logger = logging.getLogger(__name__)
 
 
-def prepare_training(session: CompilerSession, model, optimizer, args, state, torch_compile: bool) -> None:
+def prepare_training(
+    session: CompilerSession, model, optimizer, args, state, torch_compile: bool, train_dataloader=None
+) -> None:
     """Compile ``model`` in place by the session's config, with the job's length and gradient
     accumulation from the Trainer (what ``on_train_begin`` does; separate so it can be called with a
     Trainer's parts directly). Training batches are padded to buckets at the model's call, while a
@@ -45,6 +48,12 @@ def prepare_training(session: CompilerSession, model, optimizer, args, state, to
     session.runtime.set_job_length(getattr(state, "max_steps", None), "Trainer max_steps")
     session.runtime.forwards_per_step = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
     plan = session.attach(model)
+    if config.backend == "xla":
+        padded = train_dataloader is not None and session.runtime.pad_batches_on_host(train_dataloader)
+        logger.info(
+            "backend='xla': training batches are padded to buckets %s",
+            "on the host, in the dataloader" if padded else "only by the script's collator (no DataLoader found)",
+        )
     logger.info(
         "Compiler for %s with %s: %s; policy %s",
         type(model).__name__,
@@ -78,6 +87,17 @@ def _restore_kv_cache(model) -> None:
         delattr(model, _USE_CACHE_SAVED)
 
 
+def _unfused_optimizer_for_xla(args) -> None:
+    """``backend="xla"``: transformers' default optimizer on torch >= 2.8 is ``adamw_torch_fused``,
+    whose fused kernel torch refuses for parameters on an XLA device ("`fused=True` requires all the
+    params to be floating point Tensors of supported devices"); use the same AdamW unfused. An
+    optimizer the script chose is left alone."""
+    optim = getattr(getattr(args, "optim", None), "value", getattr(args, "optim", None))
+    if optim == "adamw_torch_fused":
+        args.optim = "adamw_torch"
+        logger.info("backend='xla': optim adamw_torch_fused -> adamw_torch (no fused kernels for XLA devices)")
+
+
 def make_callback(session: CompilerSession) -> Any:
     """The ``TrainerCallback`` that compiles and measures for ``session``."""
     from transformers import TrainerCallback
@@ -87,6 +107,8 @@ def make_callback(session: CompilerSession) -> Any:
         report (global batch = per-device batch x gradient accumulation x world size)."""
 
         def on_init_end(self, args, state, control, model=None, **kwargs):
+            if session.config.compiles and session.config.backend == "xla":
+                _unfused_optimizer_for_xla(args)
             if session.config.enabled and session.config.batch_size is not None and model is not None:
                 from sagemaker_tc.tuning.trainer import tune_at_init_end
 
@@ -101,7 +123,7 @@ def make_callback(session: CompilerSession) -> Any:
 
                 describe_at_train_begin(session, args, state, train_dataloader, lr_scheduler, optimizer)
             if session.config.enabled and model is not None:
-                prepare_training(session, model, optimizer, args, state, bool(args.torch_compile))
+                prepare_training(session, model, optimizer, args, state, bool(args.torch_compile), train_dataloader)
 
         def on_step_begin(self, args, state, control, **kwargs):
             session.timer.begin_step()
@@ -113,6 +135,7 @@ def make_callback(session: CompilerSession) -> Any:
             if optimizer is not None:
                 session.track_optimizer(optimizer)
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
+            session.runtime.finish_step()
             session.timer.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
 
     return CompilerReportCallback()

@@ -1,0 +1,358 @@
+"""``backend="xla"``: the training step compiled by XLA through torch_xla's lazy tensors, on a PJRT device.
+
+With torch_xla, tensors on the XLA device record the ops run on them instead of running them; at a
+step mark (``torch_xla.sync()``) the recorded graph is compiled by XLA (once per distinct graph,
+cached by its hash) and run. :class:`XlaRuntime` puts the model on the XLA device, moves each
+call's tensor inputs there (padded to buckets first, as with Inductor: one graph per bucket), and
+marks the step right after ``optimizer.step()``: one compiled graph per optimizer step (forward,
+backward and update together). A Hugging Face ``Trainer`` does all of this itself when torch_xla is
+installed (transformers and accelerate place the model and mark the step in their dataloader); the
+runtime then only measures.
+
+Why lazy tensors and not dynamo's ``openxla`` backend: measured here on PJRT CPU with torch 2.9.0,
+torch_xla 2.9.0 (``benchmarks/xla_step_modes.py``): ``torch.compile(backend="openxla")`` returned
+the logits where the loss should be for a tiny ``BertForSequenceClassification`` (training could
+not run), and compiled 4 XLA graphs in 4 same-shape steps of a 2-layer MLP, where lazy tensors
+compile 2 (the first step, whose update creates the optimizer's state, and the steady step).
+
+The PJRT device is ``$PJRT_DEVICE`` when set (``TPU``, ``CPU``), else ``CPU``; it is set only for a
+``backend="xla"`` job (:func:`prepare_environment`), and torch_xla is imported by nothing else in
+sagemaker-tc, so a job that merely has torch_xla installed is untouched.
+
+Failures: the step's graph is compiled and run at the step mark. If that fails at the first step,
+``policy="fallback"`` puts the model's weights back on the host as they were before the step
+(kept until then), clears the optimizer's state, and the job continues eager on the CPU, with a
+loud warning and the reason in the report; that first step's update is not applied. After a step
+ran on the XLA device the weights exist only there, so a later failure raises
+:class:`~sagemaker_tc.errors.CompilerError` (so does any failure under ``policy="strict"``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from sagemaker_tc import contract
+from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.regions import CompilePlan
+from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached, _first_lines
+from sagemaker_tc.compiler.shape_policy import ShapePolicy
+from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
+
+logger = logging.getLogger("sagemaker_tc.compiler")
+
+LABEL = "xla"
+"""The step records' variant while steps run on the XLA device."""
+DEFAULT_PJRT_DEVICE = "CPU"
+HLO_DIRNAME = "xla-hlo"
+METRICS_FILENAME = "xla-metrics.txt"
+HLO_KEPT = (".before_optimizations.txt", "_after_optimizations.txt")  # XLA's dump names, per graph
+# torch_xla's debug metrics (torch_xla/debug/metrics.py; names from its graph executor):
+_COMPILES = "UncachedCompile"  # counter: graphs compiled by XLA (a cache hit does not count)
+_COMPILE_TIME = "CompileTime"  # metric: (count, total nanoseconds, samples)
+_EXECUTE_TIME = "ExecuteTime"
+
+
+def prepare_environment(
+    config: TrainingCompilerConfig, environ: MutableMapping[str, str], debug_dir: Path | None
+) -> Callable[[], None]:
+    """Set the PJRT device (and, in debug mode, XLA's HLO dump) for a ``backend="xla"`` job, before
+    torch_xla is imported. Any other job is left alone.
+
+    ``PJRT_DEVICE``: kept when set, else ``CPU``. Debug mode adds ``--xla_dump_to=<debug_dir>/xla-hlo
+    --xla_dump_hlo_as_text`` to ``XLA_FLAGS`` (XLA writes the HLO of every graph it compiles).
+
+    Returns:
+        A function that puts the variables back as they were.
+    """
+    if not (config.compiles and config.backend == "xla"):
+        return lambda: None
+    before = {name: environ.get(name) for name in (contract.ENV_PJRT_DEVICE, contract.ENV_XLA_FLAGS)}
+    environ.setdefault(contract.ENV_PJRT_DEVICE, DEFAULT_PJRT_DEVICE)
+    if config.debug and debug_dir is not None:
+        dump = f"--xla_dump_to={debug_dir / HLO_DIRNAME} --xla_dump_hlo_as_text"
+        environ[contract.ENV_XLA_FLAGS] = " ".join(filter(None, (before[contract.ENV_XLA_FLAGS], dump)))
+
+    def undo() -> None:
+        for name, value in before.items():
+            if value is None:
+                environ.pop(name, None)
+            else:
+                environ[name] = value
+
+    return undo
+
+
+def import_torch_xla() -> Any:
+    """torch_xla, imported now: when a ``backend="xla"`` session opens, before the script's first
+    ``backward()`` (torch's autograd engine sizes its per-device queues when it first runs, so a device
+    type registered later fails its backward with an INTERNAL ASSERT in ``engine.cpp``).
+
+    Raises:
+        CompilerError: torch_xla is not installed (with what to install).
+    """
+    try:
+        import torch_xla
+        import torch_xla.debug.metrics  # noqa: F401  (the compile and execution counters)
+    except ImportError as error:
+        raise CompilerError(
+            "TrainingCompilerConfig(backend='xla') needs torch_xla, which is not installed here: pip install "
+            "'sagemaker-tc[xla]' (torch 2.9.0 with torch_xla 2.9.0), or use backend='inductor'"
+        ) from error
+    return torch_xla
+
+
+def _counter(name: str) -> int:
+    import torch_xla.debug.metrics as metrics
+
+    return int(metrics.counter_value(name) or 0)
+
+
+def _metric(name: str) -> tuple[int, float]:
+    """``(count, total seconds)`` of a torch_xla timing metric (zeros before its first sample)."""
+    import torch_xla.debug.metrics as metrics
+
+    data = metrics.metric_data(name)
+    return (int(data[0]), float(data[1]) / 1e9) if data else (0, 0.0)
+
+
+def _world_size() -> int:
+    return int(os.environ.get(contract.ENV_WORLD_SIZE, "1") or 1)
+
+
+class XlaRuntime(CompilerRuntime):
+    """The session's runtime for ``backend="xla"`` (module docstring): the model on the XLA device,
+    one XLA graph per optimizer step. The plan machinery of :class:`CompilerRuntime` stays idle
+    (no schedule, no trials); what the report reads has the same names.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.xla_device: Any = None
+        self.step_graph_compiles = 0
+        self.steps_synced = 0
+        self._host_copies: list[Callable[[], None]] = []  # each puts a parameter or buffer back on the host
+        self._baseline = (0, 0.0, 0)
+
+    def attach(self, model: Any, config: TrainingCompilerConfig) -> CompilePlan:
+        """Put ``model`` on the XLA device (kept there when a ``Trainer`` already put it there) and
+        move each call's tensor inputs to it.
+
+        Raises:
+            CompilerError: torch_xla is missing, or the job runs more than one process.
+        """
+        torch_xla = import_torch_xla()
+        if _world_size() > 1:
+            raise CompilerError(
+                f"TrainingCompilerConfig(backend='xla') runs one training process per job in this version; this job "
+                f"has WORLD_SIZE={_world_size()}. Use one process (processes_per_host=1, instance_count=1), or "
+                "backend='inductor' for distributed training"
+            )
+        from sagemaker_tc import _internals
+
+        self.attention = _internals.attention_implementation(model) or self.attention
+        first = self.config is None
+        self.config = config
+        if first:
+            self.xla_device = torch_xla.device()
+            self.device, self.device_name = LABEL, f"xla:{os.environ.get(contract.ENV_PJRT_DEVICE, '?')}"
+            self.shapes = ShapePolicy(config.buckets, model, self.buckets)
+            self._baseline = (_counter(_COMPILES), _metric(_COMPILE_TIME)[1], _metric(_EXECUTE_TIME)[0])
+        if not _on_xla(model):
+            self._host_copies.extend(_move_to(model, self.xla_device))
+        attached = _Attached(model, {})
+        self._attached.append(attached)
+        self._set_pre_hook(attached, enabled=True)
+        self.active = LABEL
+        if self.shapes is not None:
+            self.shapes.set_padding(True)
+        plan = CompilePlan(regional=False, block_class=None, num_regions=1)
+        self.plans.append(plan)
+        return plan
+
+    def _before_model_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if self.active == LABEL and any(_on_device(v) for v in (*args, *kwargs.values())):
+            # Already on the XLA device (a Trainer's dataloader moved it): padding here would make the
+            # unpadded length a graph input, a new XLA graph per length. Pad on the host instead
+            # (pad_batches_on_host, or a bucketing collator).
+            for listener in self._listeners:
+                listener(module, args, kwargs)
+            return args, kwargs
+        args, kwargs = super()._before_model_call(module, args, kwargs)
+        if self.active != LABEL:
+            return args, kwargs
+        return tuple(self._to_device(a) for a in args), {k: self._to_device(v) for k, v in kwargs.items()}
+
+    def pad_batches_on_host(self, dataloader: Any) -> bool:
+        """Pad each batch to its bucket in ``dataloader``'s collate function, on the host, before a
+        ``Trainer``'s dataloader moves it to the XLA device (accelerate's ``MpDeviceLoaderWrapper``
+        around a ``DataLoader``). Returns False when no ``DataLoader`` is found inside."""
+        from torch.utils.data import DataLoader
+
+        from sagemaker_tc import _internals
+
+        loader = _internals.innermost_dataloader(dataloader)
+        if not isinstance(loader, DataLoader) or self.shapes is None:
+            return False
+        collate, shapes = loader.collate_fn, self.shapes
+
+        def padded(samples: Any) -> Any:
+            batch = collate(samples)
+            return shapes.apply(dict(batch)) if hasattr(batch, "keys") else batch
+
+        loader.collate_fn = padded
+        return True
+
+    def _to_device(self, value: Any) -> Any:
+        import torch
+
+        if isinstance(value, torch.Tensor) and value.device.type != "xla":
+            return value.to(self.xla_device)
+        return value
+
+    def finish_step(self) -> None:
+        """Mark the step (right after ``optimizer.step()``): XLA compiles the step's graph when it is new
+        and runs it. Nothing waits for the device. A failure goes to :meth:`compiler_failed`."""
+        if self.active != LABEL:
+            return
+        import torch_xla
+
+        before = _counter(_COMPILES)
+        try:
+            torch_xla.sync()
+        except Exception as error:  # XLA's compile and run errors are RuntimeErrors of many kinds
+            self.compiler_failed(error)
+            return
+        compiled = _counter(_COMPILES) - before
+        if compiled and self.timer is not None:
+            self.step_graph_compiles += compiled
+            self.timer.on_compile()
+        self.steps_synced += 1
+        self._host_copies.clear()  # the weights are the device's now: no way back
+
+    def compiler_failed(self, error: BaseException) -> None:
+        """The step's graph failed in XLA: fall back to eager on the host (first step only) or raise.
+
+        Raises:
+            CompilerError: ``policy="strict"``, or a step already ran on the XLA device.
+        """
+        reason = f"{type(error).__name__}: {_first_lines(str(error))}"
+        if self.config is not None and self.config.policy == "strict":
+            raise CompilerError(f"XLA failed and policy='strict' does not fall back: {reason}") from error
+        if not self._host_copies:
+            raise CompilerError(
+                f"XLA failed after {self.steps_synced} step(s) ran on the XLA device, where the weights now live, so "
+                f"the job cannot continue eager from them: {reason}"
+            ) from error
+        self._back_to_host()
+        self.fallback_reason = (
+            "XLA failed at the first step's graph; training continues eager on the CPU from the weights before "
+            f"that step (its update was not applied): {reason}"
+        )
+        logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
+        warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
+
+    def _back_to_host(self) -> None:
+        for put_back in self._host_copies:
+            put_back()
+        moved = {id(p) for a in self._attached for p in a.model.parameters()}
+        for optimizer in list(self._optimizers):
+            for parameter in [p for p in optimizer.state if id(p) in moved]:
+                del optimizer.state[parameter]
+        self._host_copies.clear()
+        self.active = planner.EAGER
+        if self.shapes is not None:
+            self.shapes.set_padding(False)
+
+    # -- what the report reads -------------------------------------------------------------------
+    def compile_stats(self) -> dict[str, Any]:
+        """What XLA did since the first attach (waits for the graphs still running: report time only).
+
+        Returns:
+            ``device`` (``xla:<PJRT device>``); ``compiles``: graphs XLA compiled (every graph: the
+            steps', and any a read of a tensor's value ran, e.g. transformers' mask check);
+            ``compile_seconds``: XLA's compile time, seconds; ``step_graph_compiles``: graphs compiled
+            at the step marks; ``recompiles``: ``step_graph_compiles`` beyond the first (a new bucket,
+            and the first steady step after the update that created the optimizer's state);
+            ``executions``: graphs run; ``steps_synced``: step marks that succeeded.
+        """
+        if self.xla_device is None:
+            return {}
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        if self.active == LABEL:
+            torch_xla.sync()
+            xm.wait_device_ops()
+        compiles0, seconds0, executions0 = self._baseline
+        return {
+            "device": self.device_name,
+            "compiles": _counter(_COMPILES) - compiles0,
+            "compile_seconds": _metric(_COMPILE_TIME)[1] - seconds0,
+            "step_graph_compiles": self.step_graph_compiles,
+            "recompiles": max(0, self.step_graph_compiles - 1),
+            "executions": _metric(_EXECUTE_TIME)[0] - executions0,
+            "steps_synced": self.steps_synced,
+        }
+
+    def write_debug(self, folder: Path) -> list[str]:
+        """Debug mode: torch_xla's metrics report into ``folder``, and of what XLA dumped into
+        ``folder/xla-hlo`` (:func:`prepare_environment`) only the HLO text of each compiled graph,
+        before and after XLA's optimizations (the CPU backend also dumps LLVM IR and MLIR for every
+        fused kernel: about 500 files per graph). Returns the names written."""
+        if self.xla_device is None:
+            return []
+        import torch_xla.debug.metrics as metrics
+
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / METRICS_FILENAME).write_text(metrics.metrics_report(), encoding="utf-8")
+        hlo = folder / HLO_DIRNAME
+        if not hlo.is_dir():
+            return [METRICS_FILENAME]
+        for path in hlo.iterdir():
+            if path.is_file() and not path.name.endswith(HLO_KEPT):
+                path.unlink()
+        return [METRICS_FILENAME, f"{HLO_DIRNAME}/"]
+
+
+def _move_to(model: Any, device: Any) -> list[Callable[[], None]]:
+    """Move ``model`` to the XLA device keeping each parameter's Python object (an optimizer built
+    before keeps working: ``Module.to`` across device types otherwise makes new parameters), and
+    return the functions that put each parameter and buffer back as it was on the host."""
+    import torch
+    from torch.utils import swap_tensors
+
+    put_back: list[Callable[[], None]] = []
+    for parameter in model.parameters():
+        host = parameter.detach()  # the host storage, kept alive
+
+        def restore(parameter=parameter, host=host) -> None:
+            parameter.grad = None
+            swap_tensors(parameter, torch.nn.Parameter(host, requires_grad=parameter.requires_grad))
+
+        put_back.append(restore)
+    for module in model.modules():
+        for name, buffer in module.named_buffers(recurse=False):
+            put_back.append(lambda module=module, name=name, buffer=buffer: setattr(module, name, buffer))
+    swap = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        model.to(device)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swap)
+    return put_back
+
+
+def _on_device(value: Any) -> bool:
+    device = getattr(value, "device", None)
+    return getattr(device, "type", None) == "xla"
+
+
+def _on_xla(model: Any) -> bool:
+    parameter = next(model.parameters(), None)
+    return parameter is not None and parameter.device.type == "xla"
