@@ -277,7 +277,8 @@ def _compiler_hooks() -> dict:
 
     import_hooks = {"post-import hooks in sys.meta_path": sum(map(is_post_import_hook, sys.meta_path))}
     # What the launcher exports for its own process: left in os.environ it reaches every later job.
-    for name in (contract.ENV_CONFIGURED, contract.ENV_TORCH_LOGS, contract.ENV_TORCH_TRACE):
+    names = (contract.ENV_CONFIGURED, contract.ENV_TORCH_LOGS, contract.ENV_TORCH_TRACE)
+    for name in (*names, contract.ENV_PJRT_DEVICE, contract.ENV_XLA_FLAGS):
         import_hooks[f"os.environ[{name!r}]"] = os.environ.get(name)
     if "torch" not in sys.modules:
         return import_hooks
