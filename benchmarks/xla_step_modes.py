@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan_step_times import batches  # noqa: E402  (the demo's SST-2 batches)
+from plan_step_times import batches, run_child  # noqa: E402  (the demo's SST-2 batches, one process per variant)
 
 from sagemaker_tc.bench.hardware import write_result  # noqa: E402
 
@@ -140,15 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     for variant in args.variants:
-        env = {**os.environ, "PJRT_DEVICE": "CPU"}
-        out = subprocess.run(
-            [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps)],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
+        rows.append(run_child(__file__, variant, args.steps, {**os.environ, "PJRT_DEVICE": "CPU"}))
         _compare(rows)
     command = "benchmarks/xla_step_modes.py " + " ".join(argv or sys.argv[1:])
     workload = "all-MiniLM-L6-v2 (dropout off), SST-2 train rows, batch 32, max 64 tokens, AdamW, fp32, PJRT CPU"

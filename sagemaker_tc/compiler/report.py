@@ -101,7 +101,7 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
     """
     steps, dynamo, variant = facts.steps, facts.dynamo, facts.variant
     if facts.xla is not None:
-        dynamo = _xla_as_compile_stats(facts.xla, steps.compile_seconds)
+        dynamo = _xla_as_compile_stats(facts.xla)
     fallback_reason = facts.fallback_reason
     ended_compiled = variant is None or variant.startswith("compiled")
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
@@ -162,7 +162,7 @@ def _compile_seconds(steps: StepSummary, xla: dict[str, Any] | None) -> float | 
     return xla.get("compile_seconds")
 
 
-def _xla_as_compile_stats(xla: dict[str, Any], step_compile_seconds: float | None) -> DynamoStats:
+def _xla_as_compile_stats(xla: dict[str, Any]) -> DynamoStats:
     """The report's compile fields for ``backend="xla"``: graphs XLA compiled, step-graph recompiles,
     no graph breaks (lazy tensors trace whatever runs), XLA's compile seconds."""
     return DynamoStats(

@@ -5,15 +5,17 @@ step mark (``torch_xla.sync()``) the recorded graph is compiled by XLA (once per
 cached by its hash) and run. :class:`XlaRuntime` puts the model on the XLA device, moves each
 call's tensor inputs there (padded to buckets first, as with Inductor: one graph per bucket), and
 marks the step right after ``optimizer.step()``: one compiled graph per optimizer step (forward,
-backward and update together). A Hugging Face ``Trainer`` does all of this itself when torch_xla is
-installed (transformers and accelerate place the model and mark the step in their dataloader); the
-runtime then only measures.
+backward and update together). A Hugging Face ``Trainer`` places the model and moves each batch
+itself when torch_xla is installed (transformers and accelerate); the runtime then pads the
+training batches in the dataloader, on the host (:meth:`XlaRuntime.pad_batches_on_host`), marks the
+step at ``on_step_end`` and measures.
 
-Why lazy tensors and not dynamo's ``openxla`` backend: measured here on PJRT CPU with torch 2.9.0,
-torch_xla 2.9.0 (``benchmarks/xla_step_modes.py``): ``torch.compile(backend="openxla")`` returned
-the logits where the loss should be for a tiny ``BertForSequenceClassification`` (training could
-not run), and compiled 4 XLA graphs in 4 same-shape steps of a 2-layer MLP, where lazy tensors
-compile 2 (the first step, whose update creates the optimizer's state, and the steady step).
+Why lazy tensors and not dynamo's ``openxla`` backend: measured on PJRT CPU with torch 2.9.0,
+torch_xla 2.9.0 (``benchmarks/xla_step_modes.py``, ``benchmarks/results/xla-step-modes_cpu_202612.json``):
+``torch.compile(backend="openxla")`` on all-MiniLM-L6-v2's forward and loss returned the (32, 2)
+logits where the loss should be, so training could not run (the same on a tiny BERT); on a 2-layer
+MLP it ran but compiled 4 XLA graphs in 4 same-shape steps, where lazy tensors compile 2 (the first
+step, whose update creates the optimizer's state, and the steady step).
 
 The PJRT device is ``$PJRT_DEVICE`` when set (``TPU``, ``CPU``), else ``CPU``; it is set only for a
 ``backend="xla"`` job (:func:`prepare_environment`), and torch_xla is imported by nothing else in

@@ -35,7 +35,9 @@ def prepare_training(
     """Compile ``model`` in place by the session's config, with the job's length and gradient
     accumulation from the Trainer (what ``on_train_begin`` does; separate so it can be called with a
     Trainer's parts directly). Training batches are padded to buckets at the model's call, while a
-    compiled plan runs (:mod:`sagemaker_tc.compiler.shape_policy`)."""
+    compiled plan runs (:mod:`sagemaker_tc.compiler.shape_policy`); with ``backend="xla"`` in
+    ``train_dataloader``'s collate function instead, on the host (the dataloader moves each batch to
+    the XLA device before the model's call)."""
     config = session.config
     if optimizer is not None:
         session.track_optimizer(optimizer)
@@ -51,9 +53,14 @@ def prepare_training(
     if config.backend == "xla":
         padded = train_dataloader is not None and session.runtime.pad_batches_on_host(train_dataloader)
         logger.info(
-            "backend='xla': training batches are padded to buckets %s",
+            "Compiler for %s with xla on %s: one XLA graph per optimizer step, training batches padded to buckets "
+            "%s; policy %s",
+            type(model).__name__,
+            session.runtime.device_name,
             "on the host, in the dataloader" if padded else "only by the script's collator (no DataLoader found)",
+            config.policy,
         )
+        return
     logger.info(
         "Compiler for %s with %s: %s; policy %s",
         type(model).__name__,
