@@ -49,7 +49,7 @@ def test_unknown_field_is_named_with_the_accepted_fields():
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("backend", "xla", r"backend: Input should be 'inductor' or 'eager'"),
+        ("backend", "openxla", r"backend: Input should be 'inductor', 'eager' or 'xla'"),
         ("mode", "fast", r"mode: Input should be 'default', 'reduce-overhead'"),
         ("enabled", "yes", r"enabled: Input should be a valid boolean"),
         ("debug", 1, r"debug: Input should be a valid boolean"),

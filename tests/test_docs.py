@@ -112,7 +112,7 @@ def test_config_reference_has_every_field_type_default_and_description():
         default = "None" if field.default is None else json.dumps(field.default)
         assert f"| `{default}` |" in rows[name], name
         assert field.description and field.description.replace("|", "\\|") in rows[name], name
-    assert '`"inductor" \\| "eager"`' in rows["backend"] and "≥ 0, ≤ 100" in rows["baseline_steps"]
+    assert '`"inductor" \\| "eager" \\| "xla"`' in rows["backend"] and "≥ 0, ≤ 100" in rows["baseline_steps"]
     assert "<!-- generated: config-reference -->" in (DOCS / "configuration.md").read_text()
 
 
