@@ -231,9 +231,9 @@ class XlaRuntime(CompilerRuntime):
             self.compiler_failed(error)
             return
         compiled = _counter(_COMPILES) - before
+        self.step_graph_compiles += compiled
         if compiled and self.timer is not None:
-            self.step_graph_compiles += compiled
-            self.timer.on_compile()
+            self.timer.on_compile()  # the step's record says it compiled
         self.steps_synced += 1
         self._host_copies.clear()  # the weights are the device's now: no way back
 
