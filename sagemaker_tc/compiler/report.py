@@ -46,7 +46,8 @@ class JobFacts:
 
     Attributes:
         steps: the step summary of the final variant (:func:`~sagemaker_tc.compiler.steps.summarize`).
-        dynamo: what dynamo compiled (:func:`~sagemaker_tc.compiler.dynamo.dynamo_stats`).
+        dynamo: what was compiled (:meth:`~sagemaker_tc.compiler.runtime.CompilerRuntime.compiled_graphs`:
+            dynamo's counts, or XLA's with ``backend="xla"``).
         integration: ``"transformers"``, ``"pytorch"`` or None (nothing measured steps).
         regional: True/False as compiled; None when nothing was compiled.
         fallback_reason: why the job did not end compiled (None: it did, or the config does not compile).
@@ -100,8 +101,6 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
     started inside training steps.
     """
     steps, dynamo, variant = facts.steps, facts.dynamo, facts.variant
-    if facts.xla is not None:
-        dynamo = _xla_as_compile_stats(facts.xla)
     fallback_reason = facts.fallback_reason
     ended_compiled = variant is None or variant.startswith("compiled")
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
@@ -160,17 +159,6 @@ def _compile_seconds(steps: StepSummary, xla: dict[str, Any] | None) -> float | 
     if steps.compile_seconds is not None or not xla:
         return steps.compile_seconds
     return xla.get("compile_seconds")
-
-
-def _xla_as_compile_stats(xla: dict[str, Any]) -> DynamoStats:
-    """The report's compile fields for ``backend="xla"``: graphs XLA compiled, step-graph recompiles,
-    no graph breaks (lazy tensors trace whatever runs), XLA's compile seconds."""
-    return DynamoStats(
-        graphs=int(xla.get("compiles", 0)),
-        frames_compiled=int(xla.get("step_graph_compiles", 0)),
-        recompiles=int(xla.get("recompiles", 0)),
-        compile_seconds=float(xla.get("compile_seconds", 0.0)),
-    )
 
 
 def _decision_reason(facts: JobFacts) -> str:

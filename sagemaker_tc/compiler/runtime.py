@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, leaf_modules, plan_modules
 from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs
@@ -300,6 +301,20 @@ class CompilerRuntime:
     def eager_step_seconds(self) -> float | None:
         """Median steady step of the eager phase (seconds), None when not measured."""
         return self.schedule.eager_step_seconds() if self.schedule is not None else None
+
+    def compiled_graphs(self) -> DynamoStats:
+        """What was compiled, for the report's ``graphs``, ``recompiles`` and graph breaks: dynamo's
+        counts (:class:`~sagemaker_tc.compiler.xla.XlaRuntime`: XLA's)."""
+        return dynamo_stats()
+
+    def compile_stats(self) -> dict[str, Any] | None:
+        """The backend's own section of the report: None for Inductor (``xla`` for XLA)."""
+        return None
+
+    def write_debug(self, folder: Any) -> list[str]:
+        """Debug mode: the backend's own debug files into ``folder``; returns their names (none for
+        Inductor, whose logs :class:`~sagemaker_tc.compiler.debug.DebugCapture` writes)."""
+        return []
 
     def final_label(self) -> str:
         """The plan the job runs at the end."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sagemaker_tc import _internals, contract
 from sagemaker_tc.compiler import history
 from sagemaker_tc.compiler.debug import DebugCapture
-from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats, inductor_cache_counters
+from sagemaker_tc.compiler.dynamo import CompileWatch, inductor_cache_counters
 from sagemaker_tc.compiler.history import WorkloadKey
 from sagemaker_tc.compiler.report import JobFacts, build_report, print_metric_lines, write_report
 from sagemaker_tc.compiler.runtime import CompilerRuntime
@@ -299,7 +299,7 @@ class CompilerSession:
             regional = plan == "regional" and self.plan is not None and self.plan.regional
         facts = JobFacts(
             steps=summarize(records, plan),
-            dynamo=dynamo_stats(),
+            dynamo=runtime.compiled_graphs(),
             integration=self.integration,
             regional=regional,
             fallback_reason=self._fallback_reason(plan, records),
@@ -315,7 +315,7 @@ class CompilerSession:
             inductor_cache=inductor_cache_counters(),
             attention=runtime.attention,
             batch_tuning=self._batch_tuning(),
-            xla=runtime.compile_stats() if hasattr(runtime, "compile_stats") else None,
+            xla=runtime.compile_stats(),
         )
         return build_report(config, facts)
 
@@ -363,8 +363,7 @@ class CompilerSession:
             folder = compiler_dir(self.environ)
             if self.debug is not None:
                 report["debug_files"] = self.debug.write(folder)
-                if hasattr(self.runtime, "write_debug"):
-                    report["debug_files"]["files"] += self.runtime.write_debug(folder)
+                report["debug_files"]["files"] += self.runtime.write_debug(folder)
             path = write_report(report, folder)
             logger.info(
                 "Compiler report written to %s: compiled=%s variant=%s compile_seconds=%s steady_step_seconds=%s "

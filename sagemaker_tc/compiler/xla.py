@@ -40,6 +40,7 @@ from typing import Any
 
 from sagemaker_tc import contract
 from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.dynamo import DynamoStats
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached, _first_lines
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
@@ -272,7 +273,7 @@ class XlaRuntime(CompilerRuntime):
             self.shapes.set_padding(False)
 
     # -- what the report reads -------------------------------------------------------------------
-    def compile_stats(self) -> dict[str, Any]:
+    def compile_stats(self) -> dict[str, Any] | None:
         """What XLA did since the first attach (waits for the graphs still running: report time only).
 
         Returns:
@@ -284,7 +285,7 @@ class XlaRuntime(CompilerRuntime):
             ``executions``: graphs run; ``steps_synced``: step marks that succeeded.
         """
         if self.xla_device is None:
-            return {}
+            return None
         import torch_xla
         import torch_xla.core.xla_model as xm
 
@@ -301,6 +302,17 @@ class XlaRuntime(CompilerRuntime):
             "executions": _metric(_EXECUTE_TIME)[0] - executions0,
             "steps_synced": self.steps_synced,
         }
+
+    def compiled_graphs(self) -> DynamoStats:
+        """The report's compile counts from XLA: ``graphs`` = graphs XLA compiled, ``recompiles`` =
+        step-graph recompiles, no graph breaks (lazy tensors trace whatever runs)."""
+        stats = self.compile_stats() or {}
+        return DynamoStats(
+            graphs=int(stats.get("compiles", 0)),
+            frames_compiled=int(stats.get("step_graph_compiles", 0)),
+            recompiles=int(stats.get("recompiles", 0)),
+            compile_seconds=float(stats.get("compile_seconds", 0.0)),
+        )
 
     def write_debug(self, folder: Path) -> list[str]:
         """Debug mode: torch_xla's metrics report into ``folder``, and of what XLA dumped into
