@@ -200,6 +200,108 @@ def is_recompile_limit_message(message: str) -> bool:
     return "hit config." in message and "limit" in message
 
 
+def accumulated_recompile_limit() -> int:
+    """``torch._dynamo.config.accumulated_recompile_limit`` (torch 2.7 to 2.13;
+    ``accumulated_cache_size_limit`` in 2.6, an alias later; default 256): a global cap on the
+    compiles of one code object, over every budget."""
+    import torch._dynamo.config as dynamo_config
+
+    name = (
+        "accumulated_recompile_limit"
+        if hasattr(dynamo_config, "accumulated_recompile_limit")
+        else ("accumulated_cache_size_limit")
+    )
+    return int(getattr(dynamo_config, name))
+
+
+def set_accumulated_recompile_limit(limit: int) -> None:
+    """Set dynamo's accumulated recompile limit (see :func:`accumulated_recompile_limit`)."""
+    import torch._dynamo.config as dynamo_config
+
+    name = (
+        "accumulated_recompile_limit"
+        if hasattr(dynamo_config, "accumulated_recompile_limit")
+        else ("accumulated_cache_size_limit")
+    )
+    setattr(dynamo_config, name, limit)
+
+
+def isolates_recompiles() -> bool:
+    """True when ``torch.compile`` takes ``recompile_limit=`` and ``isolate_recompiles=`` (public
+    arguments in torch 2.13, ``torch/__init__.py``: each call gets its own recompile budget instead
+    of sharing one per code object)."""
+    import inspect
+
+    import torch
+
+    parameters = inspect.signature(torch.compile).parameters
+    return "isolate_recompiles" in parameters and "recompile_limit" in parameters
+
+
+def module_call_function(copy_tag: str | None = None) -> Callable[..., Any]:
+    """``nn.Module._call_impl`` unbound (call it as ``f(module, *args, **kwargs)``: the module's call
+    with its hooks; torch 2.0 to 2.13).
+
+    With ``copy_tag``: a copy with a code object of its own, named ``_call_impl__<tag>``, for torch
+    releases without ``torch.compile(isolate_recompiles=...)`` (2.6 to 2.12). Dynamo keeps compiled
+    entries, and counts them against ``recompile_limit``, per code object; every module's call
+    shares ``nn.Module._call_impl.__code__``, so without a copy all the plans of a job spend one
+    budget. The copy is the same bytecode, globals, defaults and closure (``CodeType.replace``).
+    """
+    import types
+
+    import torch
+
+    function = torch.nn.Module._call_impl
+    if copy_tag is None:
+        return function
+    code = function.__code__.replace(co_name=f"_call_impl__{copy_tag}")
+    return types.FunctionType(code, function.__globals__, code.co_name, function.__defaults__, function.__closure__)
+
+
+# -- torch: errors a compiled call can raise -------------------------------------------------------------
+_CUDAGRAPH_OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten"
+"""The start of cudagraph trees' error for a read of an output that a later replay overwrote
+(``torch/_inductor/cudagraph_trees.py``, torch 2.1 to 2.13)."""
+
+
+def is_cudagraph_overwritten(error: BaseException) -> bool:
+    """True when ``error`` (or an error it was raised from) is cudagraph trees' "output overwritten"
+    error: the compiler's fault (CUDA graphs freed memory a later step still read), never the model's."""
+    return any(_CUDAGRAPH_OVERWRITTEN in str(e) for e in _error_chain(error))
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True when ``error`` (or an error it was raised from, e.g. dynamo's ``BackendCompilerFailed``) is
+    an out-of-memory error: ``torch.OutOfMemoryError`` (torch 2.5 to 2.13; ``torch.cuda.OutOfMemoryError``
+    before) or its message."""
+    import torch
+
+    kinds = tuple(k for k in (getattr(torch, "OutOfMemoryError", None), torch.cuda.OutOfMemoryError) if k)
+    return any(isinstance(e, kinds) or "out of memory" in str(e).lower()[:200] for e in _error_chain(error))
+
+
+def _error_chain(error: BaseException, limit: int = 8) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(chain) < limit and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def free_device_memory() -> None:
+    """Give cached device memory back after an out-of-memory error (``gc.collect()`` and
+    ``torch.cuda.empty_cache()`` where CUDA is initialized; never initializes it)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 # -- torch: structured logs (debug mode) ---------------------------------------------------------------
 GRAPH_BREAK_LOGGERS = (
     "torch._dynamo.symbolic_convert.__graph_breaks",

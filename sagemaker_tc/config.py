@@ -110,8 +110,14 @@ class TrainingCompilerConfig(BaseModel):
     plan: Plan = Field(
         default="auto",
         description="What to compile: 'regional' (each repeated block), 'model' (forward and loss as one graph), "
-        "'step' (model and the optimizer update; CUDA graphs on static shapes), or 'auto': eager steps first, then "
-        "each plan that can still pay off, keeping the one with the lowest projected job time, eager included.",
+        "'step' (model and the optimizer's fused update; CUDA graphs on static shapes on one GPU), or 'auto': eager "
+        "steps first, then each plan that can still pay off, keeping the one with the lowest projected job time, "
+        "eager included. On CUDA, 'auto' tries only plans a committed GPU result backs (today 'regional').",
+    )
+    compile_optimizer: bool = Field(
+        default=False,
+        description="Under plan='step', compile the optimizer update as one graph instead of its fused kernel "
+        "(opt-in: no GPU result backs it yet; never CUDA-graphed).",
     )
     regional: bool | None = Field(
         default=None,
@@ -126,8 +132,9 @@ class TrainingCompilerConfig(BaseModel):
     fullgraph: bool = Field(default=False, description="Raise on any graph break instead of splitting the graph.")
     policy: Policy = Field(
         default="fallback",
-        description="'fallback': a failing compiler switches the job to eager with a warning; 'strict': it "
-        "raises CompilerError; 'auto': fallback, and keep the fastest of compiled/eager and fused/default optimizer "
+        description="'fallback': a failing plan (or one out of memory) ends for the job, which steps back to the next "
+        "safer plan (step, model, regional, eager) with a warning; 'strict': a compiler failure raises "
+        "CompilerError; 'auto': fallback, and keep the fastest of compiled/eager and fused/default optimizer "
         "as measured in the first steps.",
     )
     buckets: list[int] | Literal["auto"] | None = Field(

@@ -289,6 +289,7 @@ def _compiler_hooks() -> dict:
         "compile start callbacks": len(_internals.compile_start_callbacks()),
         "global optimizer step hooks": _internals.global_optimizer_step_hooks(),
         "dynamo recompile_limit": _internals.recompile_limit(),
+        "dynamo accumulated_recompile_limit": _internals.accumulated_recompile_limit(),
     }
     trainer = sys.modules.get("transformers.trainer")
     if trainer is not None:
@@ -316,7 +317,8 @@ def no_compiler_state_left_behind():
     if session is not None:
         session.close()
     after = _compiler_hooks()
-    defaults = {"dynamo recompile_limit": TORCH_RECOMPILE_LIMIT}  # before torch was imported
+    # before torch was imported
+    defaults = {"dynamo recompile_limit": TORCH_RECOMPILE_LIMIT, "dynamo accumulated_recompile_limit": 256}
     leaked = {
         name: (before.get(name, defaults.get(name, 0)), value)
         for name, value in after.items()

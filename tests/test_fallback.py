@@ -106,7 +106,7 @@ def test_auto_plan_keeps_eager_when_no_plan_can_pay_off_in_the_steps_left():
     assert runtime.decision["chosen"] == "eager" and runtime.decision["decided_at_step"] == 5
     assert runtime.decision["reason"].startswith("eager for the remaining 35 steps: lowest projected time")
     assert runtime.trials() == [
-        {"plan": "eager", "variant": "eager", "steady_step_seconds": 0.5, "compile_seconds": None}
+        {"plan": "eager", "variant": "eager", "steady_step_seconds": 0.5, "compile_seconds": None, "invalid": None}
     ]
 
 
@@ -134,8 +134,11 @@ def test_in_process_fallback_when_the_compiler_cannot_build(tmp_path, monkeypatc
         optimizer = torch.optim.AdamW(model.parameters())
         runtime = CompilerRuntime()
         runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
-        with pytest.warns(UserWarning, match="training continues eager"):
-            step(model, optimizer)
+        with pytest.warns(UserWarning, match="training continues with regional"):
+            step(model, optimizer)  # model fails: the next safer plan is regional ...
+        assert runtime.active == "regional" and runtime.fallback_reason is None
+        with pytest.warns(UserWarning, match="training continues with eager"):
+            step(model, optimizer)  # ... which fails the same way: eager
         assert "No working C++ compiler" in runtime.fallback_reason and runtime.active == "eager"
         step(model, optimizer)  # later steps run eagerly
 
@@ -185,7 +188,7 @@ def test_strict_policy_fails_the_job_with_the_compiler_error(tmp_path, tiny_bert
     estimator, channels = loop_job(tmp_path, tiny_bert_dir, config, _no_cxx(tmp_path))
     with pytest.raises(TrainingJobFailedError) as failed:
         estimator.fit(channels)
-    assert failed.value.failure_reason.startswith("CompilerError: the compiler failed and policy='strict'")
+    assert failed.value.failure_reason.startswith("CompilerError: plan 'regional' failed and policy='strict'")
     assert "InvalidCxxCompiler" in failed.value.failure_reason
 
 

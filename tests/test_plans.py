@@ -118,13 +118,20 @@ def test_a_plan_whose_compile_fails_falls_back_to_eager(tmp_path, monkeypatch):
         model = tiny_bert(vocab_size=64, hidden_size=24, num_hidden_layers=2, max_position_embeddings=64)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="model", baseline_steps=0))
-        with pytest.warns(UserWarning, match="training continues eager"):
+        with pytest.warns(UserWarning, match="plan model failed .*training continues with regional"):
             model(**batch(12)).loss.backward()
         optimizer.step()
+        with pytest.warns(UserWarning, match="plan regional failed .*training continues with eager"):
+            model(**batch(12)).loss.backward()  # the next safer plan fails the same way
         model(**batch(12)).loss.backward()  # later steps run eagerly
         report = current_session().report()
     assert report["compiled"] is False and report["plan"] == "eager"
     assert "No working C++ compiler" in report["fallback_reason"]
+    failures = report["plan_decision"]["failures"]
+    assert [(f["plan"], f["stepped_back_to"], f["kind"]) for f in failures] == [
+        ("model", "regional", "compiler_error"),
+        ("regional", "eager", "compiler_error"),
+    ]
 
 
 # -- the compiled optimizer -----------------------------------------------------------------------------
@@ -144,7 +151,7 @@ def _schedule_run(compiled: bool, optimizer_class=torch.optim.AdamW, **options):
     before = dynamo_stats()
     state = StepPlanOptimizer(optimizer)
     if compiled:
-        assert state.enter(capture=True) == "compiled"  # capture: the compiled update, not the fused kernel
+        assert state.enter(compile_update=True) == "compiled"  # asked for: the compiled update, not the fused kernel
     applied = []
     for step in range(20):
         ids = torch.randint(0, 25, (8, 3), generator=torch.Generator().manual_seed(step))  # rows 25..49: no grad

@@ -87,13 +87,15 @@ def inductor_cache_counters() -> dict[str, int]:
 
 class CompileWatch:
     """Tells ``on_compile()`` whenever torch starts compiling, and keeps dynamo's recompile-limit
-    warnings (past the limit dynamo runs the function uncompiled, and says so only in that log line).
+    warnings (past the limit dynamo runs the function uncompiled, and says so only in that log line),
+    telling ``on_limit_hit(summary)`` of each.
 
     :meth:`install` registers both (importing torch); :meth:`uninstall` removes them.
     """
 
-    def __init__(self, on_compile: Callable[..., None]) -> None:
+    def __init__(self, on_compile: Callable[..., None], on_limit_hit: Callable[[str], None] | None = None) -> None:
         self.on_compile = on_compile
+        self.on_limit_hit = on_limit_hit
         self.recompile_limit_hits: list[str] = []
         self._undo: list[Callable[[], None]] = []
         self._handler = _RecompileLimitHandler(self)
@@ -129,6 +131,8 @@ class _RecompileLimitHandler(logging.Handler):
         lines = [line.strip() for line in message.splitlines() if line.strip()]
         summary = " ".join(lines[:3])
         self.watch.recompile_limit_hits.append(summary)
+        if self.watch.on_limit_hit is not None:
+            self.watch.on_limit_hit(summary)
         logger.error(
             "RECOMPILE LIMIT HIT: dynamo stopped compiling this function and runs it uncompiled from now on "
             "(%s). Bucket sequence lengths (TrainingCompilerConfig(buckets=...)) or pass dynamic=True.",

@@ -25,6 +25,18 @@ EAGER = "eager"
 COMPILED_PLANS: tuple[str, ...] = ("regional", "model", "step")
 """Compile plans in the order ``auto`` tries them: cheapest compile first."""
 
+GPU_EVIDENCE: dict[str, str] = {
+    "regional": (
+        "benchmarks/results/gpu-check-h200_202611-cold.json (bert-base, H200, torch 2.11: 1.05x eager at batch 32) "
+        "and benchmarks/results/tested-models_h200_202611.json (1.09x bert-base, 1.27x gpt2 at the max batch)"
+    ),
+}
+"""The compile plans a committed GPU result (``benchmarks/gpu_check.sh`` under ``benchmarks/results/``)
+shows ran and paid on a GPU, with that result. ``plan="auto"`` tries only these on CUDA: a plan or
+technique no GPU run has measured (``model``, ``step``, CUDA graphs, the compiled optimizer) stays
+available through an explicit ``plan=`` or config field, never by default. Add an entry only with the
+result file that backs it."""
+
 ASSUMED_JOB_STEPS = 1000
 """Optimizer steps assumed for a plain loop that gives no ``expected_steps`` (the report says so)."""
 
@@ -32,6 +44,32 @@ WARM_CACHE_COMPILE_FACTOR = 0.2
 """A compile from a warm cache costs this share of the cold compile. Measured on the 2-core CPU:
 0.086x (tiny BERT, regional, ``benchmarks/results/cache_warm_start.json``); 0.2 leaves room for the
 parts a cache does not skip (dynamo tracing, guards)."""
+
+
+def auto_candidates(device: str) -> tuple[str, ...]:
+    """The compile plans ``plan="auto"`` may try on ``device``, cheapest compile first: every plan on
+    the CPU (where this project measures them), only those :data:`GPU_EVIDENCE` backs on CUDA."""
+    if device != "cuda":
+        return COMPILED_PLANS
+    return tuple(plan for plan in COMPILED_PLANS if plan in GPU_EVIDENCE)
+
+
+_WITHOUT_CUDA_GRAPHS = {"reduce-overhead": None, "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+def without_cuda_graphs(mode: str | None) -> str | None:
+    """The ``torch.compile`` mode with the same kernels but no CUDA graphs (``reduce-overhead`` ->
+    the default, ``max-autotune`` -> ``max-autotune-no-cudagraphs``; torch's mode table)."""
+    return _WITHOUT_CUDA_GRAPHS.get(mode, mode) if mode is not None else None
+
+
+def wants_cuda_graphs(plan: str, config: Any) -> bool:
+    """True when the job asked for CUDA graphs on ``plan``'s calls: a mode that captures
+    (``reduce-overhead``, ``max-autotune``), or an explicit ``plan="step"`` with the default mode
+    (the step plan's launch-bound case). ``auto`` never turns them on: no GPU result backs them."""
+    if config.mode in _WITHOUT_CUDA_GRAPHS:
+        return True
+    return plan == "step" and config.resolved_plan == "step" and config.mode == "default"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler.regions import compile_region, find_repeated_blocks
+from sagemaker_tc.compiler.regions import find_repeated_blocks
 
 if TYPE_CHECKING:
     import torch
@@ -37,28 +37,33 @@ PLAN_NAMES: tuple[str, ...] = ("eager", "regional", "model", "step")
 
 
 class GuardedCall:
-    """Installed in a module's compiled-call slot: the compiled call, with eager fallback.
+    """Installed in a module's compiled-call slot: the plan's compiled call, with eager fallback.
 
-    ``static`` runs while training batches are padded to bucket lengths (one graph per bucket),
-    ``dynamic`` otherwise. When the compiled call raises, the same call runs eagerly: if eager works
-    the compiler failed (``on_failure(error)`` decides by policy: fall back or raise); if eager
-    fails too, the error is the model's own and propagates. ``before_call``, when given, may rewrite
-    the call's arguments first (outside the compiled graph: padding to a bucket, step timing).
+    ``functions`` are the plan's compiled variants of ``nn.Module``'s call, shared by every module
+    the plan compiles and called as ``function(module, *args, **kwargs)``: ``"dynamic"`` (varying
+    shapes), ``"static"`` (training batches padded to bucket lengths: one graph per bucket) and, where
+    CUDA graphs are allowed, ``"captured"``. ``select(module)`` names the variant for this call.
+
+    When the compiled call raises, the same call runs eagerly: if eager works the plan failed
+    (``on_failure(plan, error)`` decides by policy: step back to a safer plan, or raise); if eager
+    fails too, the error is the model's own and propagates (an out-of-memory error included: the
+    model does not fit eagerly either). ``before_call``, when given, may rewrite the call's
+    arguments first (outside the compiled graph: padding to a bucket, step timing).
     """
 
     def __init__(
         self,
         module: torch.nn.Module,
-        dynamic: Callable[..., Any],
-        static: Callable[..., Any],
-        static_shapes: Callable[[], bool],
-        on_failure: Callable[[BaseException], None],
+        plan: str,
+        functions: dict[str, Callable[..., Any]],
+        select: Callable[[Any], str],
+        on_failure: Callable[[str, BaseException], None],
         before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
     ) -> None:
         self.module_ref = weakref.ref(module)
-        self.dynamic = dynamic
-        self.static = static
-        self.static_shapes = static_shapes
+        self.plan = plan
+        self.functions = functions
+        self.select = select
         self.on_failure = on_failure
         self.before_call = before_call
 
@@ -66,13 +71,15 @@ class GuardedCall:
         module = self.module_ref()
         if self.before_call is not None:
             args, kwargs = self.before_call(module, args, kwargs)
-        function = self.static if (module.training and self.static_shapes()) else self.dynamic
+        function = self.functions.get(self.select(module)) or self.functions["static"]
         try:
-            return function(*args, **kwargs)
+            return function(module, *args, **kwargs)
         except Exception as error:
+            if _internals.is_out_of_memory(error):
+                _internals.free_device_memory()  # room for the eager rerun
             # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
             result = _internals.uncompiled_call(module)(*args, **kwargs)
-            self.on_failure(error)
+            self.on_failure(self.plan, error)
             return result
 
 
@@ -114,27 +121,20 @@ def leaf_modules(module: torch.nn.Module) -> int:
 def build_slots(
     model: torch.nn.Module,
     plan: str,
-    compile_kwargs: dict[str, Any],
-    static_shapes: Callable[[], bool],
-    on_failure: Callable[[BaseException], None],
+    functions: dict[str, Callable[..., Any]],
+    select: Callable[[Any], str],
+    on_failure: Callable[[str, BaseException], None],
     before_model_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
-    static_kwargs: dict[str, Any] | None = None,
 ) -> PlanSlots:
-    """Compile (lazily: torch compiles at the first call) what ``plan`` compiles on ``model``.
-
-    ``compile_kwargs`` are ``torch.compile``'s (backend, mode, dynamic, fullgraph) for calls with
-    varying shapes; ``static_kwargs`` those for bucketed training calls (default: the same with
-    ``dynamic=False``; the ``step`` plan adds CUDA graphs there). ``before_model_call`` runs before a
-    call of the model itself (plans that compile the whole model), outside the graph.
-    """
+    """The slots ``plan`` fills on ``model``: a :class:`GuardedCall` of ``functions`` (the plan's
+    compiled variants, compiled lazily at their first call) for each module the plan compiles.
+    ``before_model_call`` runs before a call of the model itself (plans that compile the whole
+    model), outside the graph."""
     slots = PlanSlots(plan)
-    static_kwargs = static_kwargs or {**compile_kwargs, "dynamic": False}
     for module in plan_modules(model, plan):
-        dynamic = compile_region(module, **compile_kwargs)
-        static = dynamic if static_kwargs == compile_kwargs else compile_region(module, **static_kwargs)
         before = before_model_call if module is model else None
         slots.modules.append(module)
-        slots.calls.append(GuardedCall(module, dynamic, static, static_shapes, on_failure, before))
+        slots.calls.append(GuardedCall(module, plan, functions, select, on_failure, before))
     return slots
 
 

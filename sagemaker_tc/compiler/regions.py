@@ -76,6 +76,26 @@ def compile_region(region: torch.nn.Module, **kwargs: object) -> Any:
     return torch.compile(_internals.uncompiled_call(region), **kwargs)
 
 
+def compile_plan_call(tag: str, recompile_limit: int, **kwargs: object) -> Any:
+    """``torch.compile`` of ``nn.Module``'s own call, unbound (called as ``fn(module, *args,
+    **kwargs)``), with a recompile budget of its own: one compiled function serves every module a
+    plan compiles (a block graph is shared by every block whose guards pass), and its compiles count
+    against ``recompile_limit`` alone, never against another plan's.
+
+    Where ``torch.compile`` takes ``isolate_recompiles`` (torch 2.13) the budget is that call's;
+    else the function is a copy of ``Module._call_impl`` with a code object of its own (named after
+    ``tag``), and the caller must raise dynamo's global ``recompile_limit`` to ``recompile_limit``
+    (:func:`sagemaker_tc._internals.own_budget_call`).
+    """
+    import torch
+
+    if _internals.isolates_recompiles():
+        return torch.compile(
+            _internals.module_call_function(), recompile_limit=recompile_limit, isolate_recompiles=True, **kwargs
+        )
+    return torch.compile(_internals.module_call_function(copy_tag=tag), **kwargs)
+
+
 def describe(regions: list[torch.nn.Module], regional: bool) -> CompilePlan:
     """The :class:`CompilePlan` for what :func:`regions_for` returned."""
     return CompilePlan(

@@ -1,17 +1,26 @@
 """The compiled training step at run time: the compile plans on the models, and which one runs.
 
 :meth:`CompilerRuntime.attach` prepares the compile plans on a model (:mod:`.plans`: ``regional``,
-``model``, ``step``; each compiled in place, lazily) and starts the job's
-:class:`~sagemaker_tc.compiler.schedule.Schedule`; after each optimizer step
+``model``, ``step``; each compiled in place, lazily, with a recompile budget of its own) and starts
+the job's :class:`~sagemaker_tc.compiler.schedule.Schedule`; after each optimizer step
 (:meth:`CompilerRuntime.after_step`) the schedule may name another plan, and the runtime installs it
 (:meth:`CompilerRuntime._activate`): the plan's compiled calls in their slots, the others' emptied,
 the optimizer's update switched for ``step``, bucket padding on for compiled plans only (the shape
 policy, :class:`~sagemaker_tc.compiler.shape_policy.ShapePolicy`: eager never pads).
 
-A compiled call that raises is rerun eagerly: if eager works the compiler failed
-(``policy="fallback"``: every compiled plan is dropped, the job continues eager with a loud warning
-and the reason in the report; ``"strict"``: :class:`CompilerError`); if eager fails too, the error
-is the model's own.
+Every compiled callable is guarded (the modules' slots by :class:`~.plans.GuardedCall`, the step
+plan's optimizer update by :class:`~.optimizers.StepPlanOptimizer`). A compiled call that raises is
+rerun eagerly: if eager works the plan failed (:meth:`CompilerRuntime.plan_failed`): under
+``policy="fallback"`` that plan never runs again in this job and the job steps back to the next safer
+plan (``step`` -> ``model`` -> ``regional`` -> eager; ``plan="auto"``: the best option measured,
+then it plans again), with the reason in the log's ``COMPILE PLAN`` line and the report; under
+``"strict"``: :class:`CompilerError` naming the plan. An out-of-memory error ends the plan the same
+way under either policy (it is not the compiler's failure). If eager fails too, the error is the
+model's own.
+
+CUDA graphs (``mode="reduce-overhead"``) are used only where torch supports them: training calls
+with static (bucketed) shapes in one process without gradient accumulation, never on the optimizer
+update alone (:meth:`CompilerRuntime._captures`).
 """
 
 from __future__ import annotations
@@ -28,10 +37,10 @@ from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, leaf_modules, plan_modules
-from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs
+from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs, compile_plan_call
 from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
-from sagemaker_tc.compiler.shapes import BucketStats
+from sagemaker_tc.compiler.shapes import BucketStats, bucket_count, plan_recompile_budget
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
@@ -40,6 +49,11 @@ if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger("sagemaker_tc.compiler")
+
+STEP_BACK: dict[str, tuple[str, ...]] = {"step": ("model", "regional"), "model": ("regional",), "regional": ()}
+"""The safer plans a failed plan steps back to, in order (eager after them all)."""
+FAILS_WITH: dict[str, tuple[str, ...]] = {"model": ("step",)}
+"""Plans a failure ends too: ``step`` compiles the same whole-model graph as ``model``."""
 
 
 @dataclass
@@ -77,6 +91,11 @@ class CompilerRuntime:
         self._listeners: list[Any] = []
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
         self._optimizer_plans: dict[int, StepPlanOptimizer] = {}
+        self._functions: dict[str, dict[str, Any]] = {}
+        self.recompile_budgets: dict[str, int] = {}
+        self.failures: list[dict[str, Any]] = []
+        self.limit_hits: dict[str, int] = {}
+        self._skipped_counters: list[StepPlanOptimizer] = []
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
@@ -107,7 +126,7 @@ class CompilerRuntime:
             )
             self.schedule = Schedule(config, workload)
             self.schedule.set_job_length(*self._job_length)
-        self._activate(self.schedule.first_plan(self.active))
+        self._activate(self._effective(self.schedule.first_plan(self.active)))
         return plan
 
     def add_model_call_listener(self, listener: Any) -> None:
@@ -144,28 +163,44 @@ class CompilerRuntime:
 
     def _candidates(self, config: TrainingCompilerConfig) -> list[str]:
         plan = config.resolved_plan
-        return list(planner.COMPILED_PLANS) if plan == "auto" else [plan]
+        return list(planner.auto_candidates(self.device)) if plan == "auto" else [plan]
 
     def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
+        functions = self._plan_functions(model, plan, config)
+        return build_slots(model, plan, functions, self._variant, self.plan_failed, self._before_model_call)
+
+    def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> dict[str, Any]:
+        """The plan's compiled variants (compiled lazily), one set per plan for every attached model,
+        each with the plan's recompile budget: ``dynamic``, ``static`` and, where CUDA graphs are
+        asked for on CUDA, ``captured`` (used only while :meth:`_captures` holds)."""
+        if plan in self._functions:
+            return self._functions[plan]
         kwargs = compile_kwargs(config)
-        static = {**kwargs, "dynamic": False}
-        if plan == "step" and self.device == "cuda" and kwargs["mode"] is None:
-            static["mode"] = "reduce-overhead"  # CUDA graphs on bucketed (static) shapes
-        return build_slots(
-            model,
-            plan,
-            kwargs,
-            self._static_shapes,
-            self.compiler_failed,
-            self._before_model_call,
-            static_kwargs=static,
-        )
+        budget = plan_recompile_budget(len(plan_modules(model, plan)), bucket_count(config.buckets))
+        self.recompile_budgets[plan] = budget
+        plain = {**kwargs, "mode": planner.without_cuda_graphs(kwargs["mode"])}
+        functions = {
+            "dynamic": compile_plan_call(f"{plan}_dynamic", budget, **plain),
+            "static": compile_plan_call(f"{plan}_static", budget, **{**plain, "dynamic": False}),
+        }
+        if self.device == "cuda" and planner.wants_cuda_graphs(plan, config):
+            captured = {**kwargs, "dynamic": False, "mode": kwargs["mode"] or "reduce-overhead"}
+            functions["captured"] = compile_plan_call(f"{plan}_captured", budget, **captured)
+        self._functions[plan] = functions
+        return functions
 
     # -- per call and per step ----------------------------------------------------------------------
     def _static_shapes(self) -> bool:
         """Training calls have bucketed (static) shapes now: padded by the policy or a collator."""
         padded_by_policy = self.shapes is not None and self.shapes.padding
         return padded_by_policy or (self.buckets.active and self.pads_training_batches)
+
+    def _variant(self, module: Any) -> str:
+        """Which compiled variant a call runs: ``captured`` (CUDA graphs, where the plan has them) only
+        while :meth:`_captures` holds, ``static`` for bucketed training calls, else ``dynamic``."""
+        if not module.training or not self._static_shapes():
+            return "dynamic"
+        return "captured" if self._captures() else "static"
 
     @property
     def pads_training_batches(self) -> bool:
@@ -200,13 +235,12 @@ class CompilerRuntime:
             records = (lambda: self.timer.flush()) if self.timer is not None else list
             plan = self.schedule.after_step(records, self._available_plans())
             if plan is not None:
-                self._activate(planner.EAGER if self.fallback_reason is not None else plan)
+                self._activate(self._effective(plan))
 
     def _available_plans(self) -> list[str]:
-        plans = self.prepared_plans()
-        if "regional" in plans and all(plan_modules(a.model, "regional") == [a.model] for a in self._attached):
-            plans.remove("regional")  # no repeated blocks: regional would compile the whole model again
-        return plans
+        """The prepared plans ``auto`` may still try: allowed on the models and not failed."""
+        failed = self.failed_plans()
+        return [plan for plan in self.prepared_plans() if self._allowed(plan) and plan not in failed]
 
     # -- activation ---------------------------------------------------------------------------------
     def _activate(self, plan: str) -> None:
@@ -242,15 +276,16 @@ class CompilerRuntime:
             attached.hook = None
 
     def _enter_step_optimizer(self, optimizer: Any) -> None:
-        state = StepPlanOptimizer(optimizer)
-        capture = self.device == "cuda" and self._captures()
-        self.optimizer_kind = state.enter(
-            capture=capture, compile_kwargs={"mode": "reduce-overhead"} if capture else {}
-        )
+        state = StepPlanOptimizer(optimizer, on_failure=self.plan_failed)
+        compile_update = bool(self.config is not None and self.config.compile_optimizer)
+        self.optimizer_kind = state.enter(compile_update=compile_update)
         self._optimizer_plans[id(optimizer)] = state
+        self._skipped_counters.append(state)
 
     def _captures(self) -> bool:
-        """CUDA graphs for the ``step`` plan: static shapes, one process, no gradient accumulation."""
+        """CUDA graphs may run now: static shapes, one process (no DDP/FSDP), no gradient
+        accumulation (torch's cudagraph trees support neither sharded collectives nor gradients kept
+        across replays)."""
         import torch.distributed as dist
 
         distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
@@ -272,24 +307,90 @@ class CompilerRuntime:
 
     # -- failure ---------------------------------------------------------------------------------
     def compiler_failed(self, error: BaseException) -> None:
-        """A compiled call failed while the same call ran eagerly: fall back or raise by policy.
+        """The active plan failed (:meth:`plan_failed`)."""
+        self.plan_failed(self.active, error)
+
+    def plan_failed(self, plan: str, error: BaseException) -> None:
+        """A compiled call of ``plan`` failed while the same call ran eagerly (or the step plan's
+        update failed while the as-built update worked): ``plan`` never runs again in this job, and
+        the job steps back (module docstring). An out-of-memory error is not the compiler's failure:
+        it ends the plan under either policy.
 
         Raises:
-            CompilerError: under ``policy="strict"``, with ``error`` as the cause.
+            CompilerError: under ``policy="strict"`` for a compiler failure, naming the plan, with
+                ``error`` as the cause.
         """
+        out_of_memory = _internals.is_out_of_memory(error)
         reason = f"{type(error).__name__}: {_first_lines(str(error))}"
-        if self.config is not None and self.config.policy == "strict":
-            raise CompilerError(f"the compiler failed and policy='strict' does not fall back: {reason}") from error
+        if not out_of_memory and self.config is not None and self.config.policy == "strict":
+            raise CompilerError(f"plan {plan!r} failed and policy='strict' does not fall back: {reason}") from error
         with self._lock:
-            already = self.fallback_reason is not None
-            if not already:
-                self.fallback_reason = f"compiler failed at the first compiled call; training continues eager: {reason}"
-            self._activate(planner.EAGER)
-            if self.schedule is not None:
-                self.schedule.fail()
-        if not already:
+            if plan in self.failed_plans():
+                return  # another region of the same plan, in the same step: handled
+            kind = "out_of_memory" if out_of_memory else "compiler_error"
+            step = self.schedule.steps if self.schedule is not None else 0
+            ended = [plan, *FAILS_WITH.get(plan, ())]
+            for name in ended:
+                if self.schedule is not None:
+                    self.schedule.invalidate(name, f"{kind}: {reason}" if name == plan else f"{plan} failed")
+            self.failures.append({"plan": plan, "kind": kind, "reason": reason, "at_step": step, "ends": ended})
+            target = self._effective(plan)
+            self.failures[-1]["stepped_back_to"] = target
+            if target == planner.EAGER:
+                self.fallback_reason = f"plan {plan} failed at step {step}; training continues eager: {reason}"
+            self._activate(target)
+        logger.error(
+            "COMPILE PLAN: %s failed at step %d (%s: %s); stepping back to %s", plan, step, kind, reason, target
+        )
+        if target == planner.EAGER:
             logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
-            warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
+        warnings.warn(
+            f"sagemaker-tc: plan {plan} failed ({reason}); training continues with {target}",
+            CompilerFallbackWarning,
+            stacklevel=3,
+        )
+
+    def failed_plans(self) -> set[str]:
+        """The plans that failed in this job, with those a failure ends too (:data:`FAILS_WITH`)."""
+        return {name for failure in self.failures for name in failure["ends"]}
+
+    def _effective(self, plan: str, *, prepare: bool = True) -> str:
+        """What runs when the schedule names ``plan``: ``plan`` itself, or, once it failed in this
+        process, the first safer plan that has not (:data:`STEP_BACK`; prepared now if it was not),
+        else eager. The schedule's phases stay the same on every rank (its decisions are collective);
+        only what a rank runs in them steps back."""
+        failed = self.failed_plans()
+        if plan not in failed:
+            return plan
+        for safer in STEP_BACK.get(plan, ()):
+            if safer not in failed and self._allowed(safer):
+                if prepare:
+                    self._prepare(safer)
+                return safer
+        return planner.EAGER
+
+    def _allowed(self, plan: str) -> bool:
+        """``plan`` may run on every attached model (a plan without repeated blocks to compile is not
+        a safer plan: it would compile the whole model again)."""
+        if plan == "regional":
+            return any(plan_modules(a.model, "regional") != [a.model] for a in self._attached)
+        return True
+
+    def _prepare(self, plan: str) -> None:
+        """Prepare ``plan``'s slots on every attached model (lazily compiled) if not yet prepared."""
+        for attached in self._attached:
+            if plan not in attached.slots and self.config is not None:
+                attached.slots[plan] = self._build(attached.model, plan, self.config)
+
+    def recompile_limit_hit(self, message: str) -> None:
+        """Dynamo hit a recompile limit while the active plan ran: that plan's trial is invalid (it
+        ran partly eager), so it is not timed nor chosen by ``auto``."""
+        plan = self.active
+        if plan == planner.EAGER:
+            return
+        self.limit_hits[plan] = self.limit_hits.get(plan, 0) + 1
+        if self.schedule is not None:
+            self.schedule.invalidate(plan, f"recompile limit hit: {message[:200]}")
 
     # -- what the report reads -------------------------------------------------------------------
     def trials(self) -> list[dict[str, Any]]:
@@ -301,6 +402,11 @@ class CompilerRuntime:
     def eager_step_seconds(self) -> float | None:
         """Median steady step of the eager phase (seconds), None when not measured."""
         return self.schedule.eager_step_seconds() if self.schedule is not None else None
+
+    def optimizer_steps_skipped(self) -> int:
+        """Optimizer steps the step plan's guard could not compute (their gradients were overwritten
+        by a CUDA graph replay; :class:`~.optimizers.StepPlanOptimizer`)."""
+        return sum(state.skipped_steps for state in self._skipped_counters)
 
     def compiled_graphs(self) -> DynamoStats:
         """What was compiled, for the report's ``graphs``, ``recompiles`` and graph breaks: dynamo's
@@ -319,7 +425,7 @@ class CompilerRuntime:
     def final_label(self) -> str:
         """The plan the job runs at the end."""
         chosen = self.schedule.chosen if self.schedule is not None else None
-        return chosen or self.active
+        return self._effective(chosen, prepare=False) if chosen else self.active
 
 
 def _device(model: Any) -> tuple[str, str]:

@@ -64,7 +64,7 @@ class Schedule:
         self.history_source: Callable[[], dict] | None = None
         self.steps = 0
         self.phase_start = 0
-        self.failed = False
+        self.invalid: dict[str, str] = {}
 
     def first_plan(self, default: str) -> str:
         """The plan the first step runs (``default`` when the config compiles nothing)."""
@@ -87,39 +87,37 @@ class Schedule:
         self.phase_start = self.steps
         if self.auto and not self.phases:
             self._plan_next(available)
-        if self.failed:
-            return planner.EAGER
         return self.phases[0].plan if self.phases else self.chosen
 
-    def fail(self) -> None:
-        """The compiler failed: no compiled plan runs again; eager is the choice."""
-        self.failed = True
-        self.chosen = planner.EAGER
-        self.phases = [p for p in self.phases if p.plan == planner.EAGER and p.steps is not None]
+    def invalidate(self, plan: str, reason: str) -> None:
+        """``plan``'s measurements in this job are not to be trusted (it failed, or hit a recompile
+        limit and ran partly eager): never timed, never chosen (the first reason is kept)."""
+        self.invalid.setdefault(plan, reason)
+        if plan in self.measured:
+            self.measured[plan] = planner.Measured(plan, None)
 
     def _measure(self, phase: Phase, records: list[StepRecord]) -> None:
         ran = [r for r in records[self.phase_start : self.steps] if r.variant == phase.plan]
-        failed = phase.plan != planner.EAGER and self.failed
-        steady = None if failed else steady_median(ran)
+        steady = None if phase.plan in self.invalid else steady_median(ran)
         compile_seconds = sum(max(0.0, r.seconds - steady) for r in ran if r.compiled_during) if steady else 0.0
         self.measured[phase.plan] = planner.Measured(phase.plan, steady, compile_seconds)
 
     def _plan_next(self, available: Sequence[str]) -> None:
-        """``auto``: the next trial, or the final choice (rank 0's, on every rank)."""
+        """``auto``: the next trial, or the final choice: rank 0's, on every rank (one broadcast, so
+        ranks whose measurements differ still take the same branch)."""
         remaining = (self.job_steps or planner.ASSUMED_JOB_STEPS) - self.steps
-        candidates = [plan for plan in available if plan not in self.measured]
+        candidates = [plan for plan in available if plan not in self.measured and plan not in self.invalid]
         if self.history_source is not None and not self.workload.history:
             self.workload.history = self.history_source() or {}
-        plan, projections = (None, [])
-        if not self.failed:
-            plan, projections = planner.next_trial(list(self.measured.values()), candidates, self.workload, remaining)
+        measured = list(self.measured.values())
+        plan, projections = planner.next_trial(measured, candidates, self.workload, remaining)
+        choice, final = planner.choose(measured, remaining)
+        plan, choice = agree_across_ranks((plan, choice))
         if plan is not None:
-            plan = agree_across_ranks(plan)
             self.phases.append(Phase(plan, TRIAL_STEPS, trial=True))
             logger.info("Compile plan trial: %s next (projections: %s)", plan, describe(projections))
             return
-        choice, final = planner.choose(list(self.measured.values()), remaining)
-        self.chosen = agree_across_ranks(choice)
+        self.chosen = choice
         self._record_decision(final + [p for p in projections if p.basis != "measured"], remaining)
 
     def _record_decision(self, projections: list[planner.Projection], remaining: int) -> None:
@@ -143,13 +141,14 @@ class Schedule:
         if self.phases and self.phases[0].trial and self.steps > self.phase_start:
             plan = self.phases[0].plan
             ran = [r for r in records[self.phase_start : self.steps] if r.variant == plan]
-            measured.setdefault(plan, planner.Measured(plan, steady_median(ran)))
+            measured.setdefault(plan, planner.Measured(plan, None if plan in self.invalid else steady_median(ran)))
         return [
             {
                 "plan": m.plan,
                 "variant": "eager" if m.plan == planner.EAGER else "compiled",
                 "steady_step_seconds": m.steady_step_seconds,
                 "compile_seconds": m.compile_seconds if m.plan != planner.EAGER else None,
+                "invalid": self.invalid.get(m.plan),
             }
             for m in measured.values()
         ]
@@ -175,8 +174,9 @@ def describe(projections: Sequence[planner.Projection]) -> str:
     return ", ".join(f"{p.plan} {p.seconds:.1f} s ({p.basis})" for p in projections) or "none"
 
 
-def agree_across_ranks(choice: str) -> str:
-    """Rank 0's choice on every rank when torch.distributed is initialized (else ``choice``)."""
+def agree_across_ranks(choice: Any) -> Any:
+    """Rank 0's ``choice`` (any picklable value) on every rank when torch.distributed is initialized
+    (else ``choice``). A collective: every rank must call it at the same step."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:

@@ -115,7 +115,7 @@ class CompilerSession:
         self.timer = StepTimer(label=lambda: self.runtime.current_label())
         self.runtime = _runtime_class(config)(self.buckets, self.timer)
         self.timer.add_step_end_callback(self.runtime.after_step)
-        self.watch = CompileWatch(self.timer.on_compile)
+        self.watch = CompileWatch(self.timer.on_compile, on_limit_hit=self.runtime.recompile_limit_hit)
         self.debug = DebugCapture() if config.debug else None
         self.integration: str | None = None
         self.plan: CompilePlan | None = None
@@ -220,6 +220,8 @@ class CompilerSession:
         jobs measured (:mod:`sagemaker_tc.compiler.history`)."""
         plan = self.runtime.attach(model, config or self.config)
         self.plan = plan
+        if self.runtime.recompile_budgets and _torch_installed():
+            self._make_room_for(self.runtime.recompile_budgets)
         schedule = self.runtime.schedule
         if schedule is not None and self.job_cache is not None:
             schedule.workload.warm_cache = self.job_cache.outcome.get("state") == "warm"
@@ -263,6 +265,24 @@ class CompilerSession:
         }
         entry = {"eager_step_seconds": self.runtime.eager_step_seconds(), "chosen": self.runtime.final_label()}
         history.write(self._history_folder(), key, {**entry, "plans": plans})
+
+    def _make_room_for(self, budgets: Mapping[str, int]) -> None:
+        """Dynamo's global limits raised to hold each plan's own recompile budget (restored at
+        :meth:`close`): the accumulated limit (every budget's compiles of ``Module._call_impl``
+        together, plus dynamo's default for the script's own), and, where ``torch.compile`` cannot
+        isolate a budget (torch before 2.13), the per-code-object limit."""
+        wanted_total = sum(budgets.values()) * 3 + 256  # dynamic, static and captured variants
+        current_total = _internals.accumulated_recompile_limit()
+        if wanted_total > current_total:
+            self._undo.append(lambda: _internals.set_accumulated_recompile_limit(current_total))
+            _internals.set_accumulated_recompile_limit(wanted_total)
+        if not _internals.isolates_recompiles():
+            current = _internals.recompile_limit()
+            if max(budgets.values()) > current:
+                if self._recompile_limit_before is None:
+                    self._recompile_limit_before = current
+                    self._undo.append(lambda: _internals.set_recompile_limit(self._recompile_limit_before))
+                _internals.set_recompile_limit(max(budgets.values()))
 
     def use_buckets(self, buckets: list[int]) -> BucketStats:
         """A bucketing collator joins: training runs static graphs from now on, and dynamo's
@@ -328,10 +348,13 @@ class CompilerSession:
             "optimizer": runtime.optimizer_kind,
             "decision": runtime.decision,
             "shape_policy": runtime.shapes.describe() if runtime.shapes is not None else None,
+            "failures": list(runtime.failures),
+            "recompile_budgets": dict(runtime.recompile_budgets),
+            "optimizer_steps_skipped": runtime.optimizer_steps_skipped(),
         }
 
     def _fallback_reason(self, plan: str | None, records: list) -> str | None:
-        reason = self.runtime.fallback_reason
+        reason = self.runtime.fallback_reason if plan == "eager" else None  # a failure stepped back to eager
         if self.runtime.config is None or reason is not None or not plan or plan == "eager":
             return reason
         if any(record.variant == plan for record in records):

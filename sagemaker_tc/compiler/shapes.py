@@ -262,6 +262,29 @@ def recompile_limit_for_buckets(count: int, current: int) -> int:
     return max(current, 8 + 4 * count)
 
 
+def bucket_count(setting: list[int] | str | None) -> int:
+    """How many bucket lengths a config's ``buckets`` setting can give: the list's length;
+    ``"auto"``: :func:`auto_buckets` of BERT's 512 (the count is learned later, 6 there) but at
+    least 8, room for a longer model; None: 1 (no buckets)."""
+    if isinstance(setting, list):
+        return max(1, len(setting))
+    if setting == "auto":
+        return max(8, len(auto_buckets(None)))
+    return 1
+
+
+def plan_recompile_budget(regions: int, buckets: int) -> int:
+    """Compiles one variant of one plan may make before dynamo runs it eagerly (its own
+    ``recompile_limit``): ``2 x regions x (buckets + 1)``, at least dynamo's default 8.
+
+    Each region (a block, or the whole model) may need a graph of its own (a block's layer index
+    guarded as a constant: GPT-2 and T5 layers with ``use_cache=True``), for each bucket length plus
+    one dynamic-shape graph, in training and in eval mode. Bucketing bounds the shapes, so the limit's
+    job (stopping endless recompiles) is done by the buckets.
+    """
+    return max(8, 2 * max(1, regions) * (max(1, buckets) + 1))
+
+
 def buckets_for_model(setting: list[int] | str | None, model: Any) -> list[int] | None:
     """The bucket lengths a config's ``buckets`` setting means for ``model``: None (off), the list
     itself, or for ``"auto"`` :func:`auto_buckets` of the model's ``config.max_position_embeddings``

@@ -1,0 +1,320 @@
+"""The GPU path safe by construction, checked on the CPU: a failure injected into each compiled
+callable of each plan (at compile, at the first call, at a later call, and cudagraph trees'
+"overwritten" error) ends that plan and the loop trains on with the next safer plan; an
+out-of-memory error is not a compiler failure; CUDA graphs only where torch supports them; nothing
+unproven on a GPU in ``auto``'s CUDA candidates; the optimizer put back exactly at a plan switch.
+
+Failures are injected through a real dynamo backend (:class:`Inject`) in the compiled callables our
+runtime builds; the plans not under test compile with dynamo's ``eager`` backend (tracing without
+Inductor), so each case costs seconds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import tiny_bert
+
+import sagemaker_tc
+from sagemaker_tc import TrainingCompilerConfig
+from sagemaker_tc.compiler import optimizers, planner, runtime
+from sagemaker_tc.errors import CompilerError
+
+OVERWRITTEN = (
+    "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. Stack trace: File ..."
+)
+
+
+class Inject:
+    """A dynamo backend that fails: at compile (``when="compile"``), or at its ``n``-th call
+    (``when="call"``), with ``error``; else it runs the captured graph as traced."""
+
+    def __init__(self, when: str, n: int = 1, error: BaseException | None = None) -> None:
+        self.when, self.n = when, n
+        self.error = error or RuntimeError("injected compiler failure")
+        self.calls = 0
+
+    def __call__(self, graph_module, example_inputs):
+        if self.when == "compile":
+            raise self.error
+
+        def run(*args):
+            self.calls += 1
+            if self.calls == self.n:
+                raise self.error
+            return graph_module.forward(*args)
+
+        return run
+
+
+def small_bert():
+    return tiny_bert(vocab_size=64, hidden_size=16, num_hidden_layers=2, max_position_embeddings=64)
+
+
+def batch(seed: int, length: int = 16) -> dict:
+    ids = torch.randint(1, 64, (4, length), generator=torch.Generator().manual_seed(seed))
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.tensor([0, 1, 0, 1])}
+
+
+@pytest.fixture
+def inject_into(monkeypatch):
+    """``inject_into(target, backend)``: the compiled callables of plan ``target`` (``"regional"``,
+    ``"model"``, ``"step"``; ``"optimizer"``: the step plan's compiled update) compile with
+    ``backend``; every other compiled callable with dynamo's ``eager`` backend."""
+    real_plan_call = runtime.compile_plan_call
+
+    def arm(target: str, backend) -> None:
+        def plan_call(tag, budget, **kwargs):
+            chosen = backend if tag.split("_")[0] == target else "eager"
+            return real_plan_call(tag, budget, **{**kwargs, "backend": chosen})
+
+        def update(function):
+            return torch.compile(function, backend=backend if target == "optimizer" else "eager")
+
+        monkeypatch.setattr(runtime, "compile_plan_call", plan_call)
+        monkeypatch.setattr(optimizers, "compile_update", update)
+
+    return arm
+
+
+def train(model, config: TrainingCompilerConfig, steps: int = 6) -> dict:
+    """A plain loop of ``steps`` optimizer steps under ``config``; returns the session's report."""
+    from sagemaker_tc.compiler.session import current_session
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sagemaker_tc.compile_model(model, config)
+    for step in range(steps):
+        model(**batch(step)).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return current_session().report()
+
+
+WHEN = {
+    "at compile": Inject("compile"),
+    "at the first call": Inject("call", n=1),
+    "at the third call": Inject("call", n=3),
+    "cudagraph overwritten": Inject("call", n=2, error=RuntimeError(OVERWRITTEN)),
+}
+CASES = [  # (plan asked for, callable the failure is injected into, the plan the job ends on)
+    ("regional", "regional", "eager"),
+    ("model", "model", "regional"),
+    ("step", "step", "model"),  # step's own graph (CUDA graphs on a GPU) failed: model has its own
+    ("step", "optimizer", "model"),
+]
+
+
+@pytest.mark.parametrize("when", list(WHEN))
+@pytest.mark.parametrize(("plan", "target", "ends_on"), CASES)
+def test_a_failure_in_any_compiled_callable_steps_back_and_training_goes_on(inject_into, plan, target, ends_on, when):
+    backend = Inject(WHEN[when].when, WHEN[when].n, WHEN[when].error)
+    inject_into(target, backend)
+    config = TrainingCompilerConfig(plan=plan, baseline_steps=0, compile_optimizer=target == "optimizer")
+    with pytest.warns(UserWarning, match=f"plan {plan} failed"):
+        report = train(small_bert(), config)
+    assert report["steps"] == 6  # every step ran: nothing was lost to the failure
+    assert report["plan"] == ends_on
+    failure = report["plan_decision"]["failures"][0]
+    assert failure["plan"] == plan and failure["kind"] == "compiler_error"
+    assert failure["stepped_back_to"] == ends_on
+    assert ("injected compiler failure" in failure["reason"]) or ("overwritten" in failure["reason"])
+    assert report["compiled"] is (ends_on != "eager")
+    trial = next(t for t in report["trials"] if t["plan"] == plan)
+    assert trial["steady_step_seconds"] is None and trial["invalid"].startswith("compiler_error")
+    if ends_on == "eager":
+        assert "training continues eager" in report["fallback_reason"]
+    else:
+        assert report["fallback_reason"] is None
+
+
+def test_under_strict_a_failure_is_a_compiler_error_naming_the_plan(inject_into):
+    inject_into("model", Inject("call", n=1))
+    with pytest.raises(CompilerError, match="plan 'model' failed and policy='strict'"):
+        train(small_bert(), TrainingCompilerConfig(plan="model", baseline_steps=0, policy="strict"), steps=1)
+
+
+@pytest.mark.parametrize("policy", ["fallback", "strict"])
+def test_out_of_memory_ends_the_plan_but_is_not_a_compiler_failure(inject_into, policy):
+    inject_into("model", Inject("call", n=2, error=torch.OutOfMemoryError("CUDA out of memory. Tried to allocate")))
+    with pytest.warns(UserWarning, match="plan model failed"):
+        report = train(small_bert(), TrainingCompilerConfig(plan="model", baseline_steps=0, policy=policy))
+    failure = report["plan_decision"]["failures"][0]
+    assert failure["kind"] == "out_of_memory" and failure["stepped_back_to"] == "regional"
+    assert report["plan"] == "regional" and report["compiled"] is True and report["steps"] == 6
+
+
+def test_auto_moves_on_after_a_failed_trial_and_never_chooses_it(inject_into, monkeypatch):
+    """plan='auto' on a long job, forced to try every plan: the model trial fails at its first call,
+    so model and step (the same graph) are ended; the choice is among what was measured."""
+    monkeypatch.setitem(planner.PRIORS, "cpu", {p: planner.Prior(0.0, 0.0, 100.0) for p in planner.COMPILED_PLANS})
+    inject_into("model", Inject("call", n=1))
+    with pytest.warns(UserWarning, match="plan model failed"):
+        report = train(small_bert(), TrainingCompilerConfig(expected_steps=100_000), steps=5 + 6 + 6 + 2)
+    trials = {t["plan"]: t for t in report["trials"]}
+    assert set(trials) == {"eager", "regional", "model"}  # step never tried: model's failure ended it
+    assert trials["model"]["invalid"] and trials["model"]["steady_step_seconds"] is None
+    assert report["plan_decision"]["decision"]["chosen"] in ("eager", "regional")
+    assert report["plan"] == report["plan_decision"]["decision"]["chosen"]
+
+
+# -- CUDA graphs and unproven techniques ---------------------------------------------------------------
+def test_auto_tries_on_cuda_only_plans_a_committed_gpu_result_backs():
+    from pathlib import Path
+
+    assert planner.auto_candidates("cpu") == ("regional", "model", "step")
+    assert planner.auto_candidates("cuda") == tuple(p for p in planner.COMPILED_PLANS if p in planner.GPU_EVIDENCE)
+    assert "step" not in planner.auto_candidates("cuda") and "model" not in planner.auto_candidates("cuda")
+    repo = Path(__file__).resolve().parents[1]
+    for evidence in planner.GPU_EVIDENCE.values():  # each entry names result files that are committed
+        for path in (word for word in evidence.split() if word.startswith("benchmarks/results/")):
+            assert (repo / path).is_file(), path
+
+
+def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
+    """On a (pretended) CUDA model: the step plan asked for explicitly gets a CUDA-graph variant, run
+    only for static shapes in one process without gradient accumulation; the optimizer is the fused
+    kernel, never a CUDA-graphed update; auto prepares no step plan at all."""
+    monkeypatch.setattr(runtime, "_device", lambda model: ("cuda", "pretended GPU"))
+    assert planner.without_cuda_graphs("reduce-overhead") is None
+    assert planner.without_cuda_graphs("max-autotune") == "max-autotune-no-cudagraphs"
+
+    model = small_bert()
+    explicit = runtime.CompilerRuntime()
+    explicit.attach(model, TrainingCompilerConfig(plan="step", baseline_steps=0))
+    assert set(explicit._functions["step"]) == {"dynamic", "static", "captured"}
+    explicit.shapes.set_padding(True)  # bucketed training batches
+    assert explicit._variant(model) == "captured"
+    explicit.forwards_per_step = 2  # gradient accumulation
+    assert explicit._variant(model) == "static"
+    explicit.forwards_per_step = 1
+    model.eval()
+    assert explicit._variant(model) == "dynamic"
+    model.train()
+    explicit.shapes.set_padding(False)  # changing shapes
+    assert explicit._variant(model) == "dynamic"
+    optimizer = torch.optim.AdamW(model.parameters())
+    explicit.track_optimizer(optimizer)
+    assert explicit.optimizer_kind == "fused" and optimizer.param_groups[0]["fused"] is True
+    explicit.detach()
+
+    auto = runtime.CompilerRuntime()
+    auto.attach(small_bert(), TrainingCompilerConfig())
+    assert auto.prepared_plans() == ["regional"] and "captured" not in auto._functions["regional"]
+    auto.detach()
+
+
+# -- the optimizer put back exactly --------------------------------------------------------------------
+def _optimizer_facts(optimizer) -> tuple:
+    groups = [
+        {k: (float(v) if isinstance(v, torch.Tensor) else v) for k, v in g.items() if k != "params"}
+        for g in optimizer.param_groups
+    ]
+    state = [
+        (name, value.device, value.dtype, value.clone())
+        for per_param in optimizer.state.values()
+        for name, value in sorted(per_param.items())
+        if isinstance(value, torch.Tensor)
+    ]
+    return type(optimizer).__name__, groups, state, "step" in vars(optimizer)
+
+
+@pytest.mark.parametrize("compile_update", [False, True])
+def test_a_plan_switch_puts_the_optimizer_back_exactly(compile_update, monkeypatch):
+    monkeypatch.setattr(optimizers, "compile_update", lambda function: torch.compile(function, backend="eager"))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    model(torch.ones(4, 8)).sum().backward()
+    optimizer.step()  # state exists before the plan
+    before = _optimizer_facts(optimizer)
+    state = optimizers.StepPlanOptimizer(optimizer)
+    assert state.enter(compile_update=compile_update) == ("compiled" if compile_update else "fused")
+    state.restore()
+    after = _optimizer_facts(optimizer)
+    assert after[0] == before[0] and after[1] == before[1] and after[3] == before[3]
+    for (name, device, dtype, value), (name0, device0, dtype0, value0) in zip(after[2], before[2], strict=True):
+        assert (name, device, dtype) == (name0, device0, dtype0)
+        torch.testing.assert_close(value, value0, rtol=0, atol=0)
+
+
+def test_a_plan_switch_keeps_the_learning_rate_the_scheduler_set():
+    model = torch.nn.Linear(8, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+    state = optimizers.StepPlanOptimizer(optimizer)
+    state.enter()
+    for _ in range(3):
+        model(torch.ones(2, 8)).sum().backward()
+        optimizer.step()
+        scheduler.step()
+    state.restore()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-2 / 4)  # not rolled back to 1e-2
+
+
+# -- each plan its own recompile budget ----------------------------------------------------------------
+def tiny_gpt2(layers: int = 4):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        n_layer=layers, n_embd=16, n_head=2, vocab_size=64, n_positions=64, bos_token_id=0, eos_token_id=0,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=True,
+    )  # fmt: skip
+    return GPT2LMHeadModel(config)
+
+
+def gpt2_loop(model, config: TrainingCompilerConfig, steps: int) -> dict:
+    """A plain loop with ``use_cache=True`` in every training forward (one graph per layer under
+    ``regional``: each layer's ``layer_idx`` is guarded as a constant)."""
+    from sagemaker_tc.compiler.session import current_session
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sagemaker_tc.compile_model(model, config)
+    for step in range(steps):
+        ids = torch.randint(1, 64, (2, 16), generator=torch.Generator().manual_seed(step))
+        model(input_ids=ids, labels=ids, use_cache=True).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return current_session().report()
+
+
+@pytest.fixture
+def small_default_recompile_limit():
+    """Dynamo's global recompile limit at 2 (the default 8 scaled down with the model: 4 layers)."""
+    from sagemaker_tc import _internals
+
+    before = _internals.recompile_limit()
+    _internals.set_recompile_limit(2)
+    yield
+    _internals.set_recompile_limit(before)
+
+
+ALL_PLANS_TRIED = 5 + 6 * 3 + 2  # eager steps, a trial of each plan, then the choice
+
+
+def test_auto_trials_each_run_compiled_within_their_own_budget(inject_into, monkeypatch, small_default_recompile_limit):
+    """GPT-2 with use_cache under plan='auto', forced to try every plan: regional's 4 layer graphs
+    exceed dynamo's global limit (2 here), yet no trial hit a limit: each plan compiles within a
+    budget of its own, so no trial ran eager while counted as compiled. (Dynamo's budgets are the
+    subject: every plan compiles with dynamo's eager backend.)"""
+    inject_into("none", None)
+    monkeypatch.setitem(planner.PRIORS, "cpu", {p: planner.Prior(0.0, 0.0, 100.0) for p in planner.COMPILED_PLANS})
+    report = gpt2_loop(tiny_gpt2(), TrainingCompilerConfig(expected_steps=100_000, buckets=None), ALL_PLANS_TRIED)
+    trials = {t["plan"]: t for t in report["trials"]}
+    assert set(trials) == {"eager", "regional", "model", "step"}
+    assert all(t["invalid"] is None and t["steady_step_seconds"] is not None for t in trials.values())
+    assert report["recompile_limit_hit"] is False and report["recompile_limit_messages"] == []
+    assert report["graphs"] >= 4 + 1  # a graph per layer (regional), the whole model (model, step)
+    assert report["plan_decision"]["recompile_budgets"]["regional"] > 2
+
+
+def test_a_trial_that_hits_its_limit_anyway_is_invalid_and_never_chosen(
+    inject_into, monkeypatch, small_default_recompile_limit
+):
+    inject_into("none", None)
+    monkeypatch.setitem(planner.PRIORS, "cpu", {p: planner.Prior(0.0, 0.0, 100.0) for p in planner.COMPILED_PLANS})
+    monkeypatch.setattr(runtime, "plan_recompile_budget", lambda regions, buckets: 1 if regions > 1 else 8)
+    report = gpt2_loop(tiny_gpt2(), TrainingCompilerConfig(expected_steps=100_000, buckets=None), ALL_PLANS_TRIED)
+    trials = {t["plan"]: t for t in report["trials"]}
+    assert trials["regional"]["invalid"].startswith("recompile limit hit")
+    assert trials["regional"]["steady_step_seconds"] is None  # not timed
+    assert trials["model"]["invalid"] is None and trials["step"]["invalid"] is None
+    assert report["plan_decision"]["decision"]["chosen"] != "regional"
+    assert report["recompile_limit_hit"] is True
