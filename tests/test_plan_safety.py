@@ -318,3 +318,48 @@ def test_a_trial_that_hits_its_limit_anyway_is_invalid_and_never_chosen(
     assert trials["model"]["invalid"] is None and trials["step"]["invalid"] is None
     assert report["plan_decision"]["decision"]["chosen"] != "regional"
     assert report["recompile_limit_hit"] is True
+
+
+# -- fp16: the scheduler and skipped steps ---------------------------------------------------------------
+def _fp16_run(step_plan: bool) -> tuple[list[float], list[bool], str | None]:
+    """8 steps of accelerate's mixed-precision optimizer path (``AcceleratedOptimizer`` with a real
+    ``GradScaler``, which re-patches ``optimizer.step`` on every step to learn whether the scaler
+    skipped it; Trainer steps its scheduler only when it did not), an infinite loss at step 4.
+    accelerate runs fp16 only on GPUs, so the scaler is given to it by hand, on the CPU. Returns the
+    learning rate after each step, whether each step was skipped, and the step plan's update."""
+    from accelerate import Accelerator
+    from transformers import get_linear_schedule_with_warmup
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+    accelerator = Accelerator(cpu=True)
+    accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+    model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
+    scheduler = get_linear_schedule_with_warmup(optimizer, 0, 8)
+    compiler = runtime.CompilerRuntime()
+    if step_plan:
+        compiler.attach(model, TrainingCompilerConfig(plan="step", baseline_steps=0))
+    lrs, skipped = [], []
+    for step in range(8):
+        loss = model(torch.ones(4, 8) * (step + 1)).pow(2).mean()
+        accelerator.backward(loss * float("inf") if step == 4 else loss)
+        optimizer.step()
+        if not accelerator.optimizer_step_was_skipped:
+            scheduler.step()
+        optimizer.zero_grad()
+        compiler.track_optimizer(optimizer)  # as the Trainer integration does at each step's end
+        lrs.append(scheduler.get_last_lr()[0])
+        skipped.append(accelerator.optimizer_step_was_skipped)
+    kind = compiler.optimizer_kind
+    compiler.detach()
+    return lrs, skipped, kind
+
+
+def test_fp16_keeps_its_scheduler_and_its_skipped_steps_under_the_step_plan(inject_into):
+    inject_into("none", None)
+    eager_lrs, eager_skipped, _ = _fp16_run(step_plan=False)
+    lrs, skipped, kind = _fp16_run(step_plan=True)
+    assert kind == "fused"  # the step plan switched accelerate's inner optimizer to its fused kernel
+    assert skipped[4] is True and skipped.count(True) == eager_skipped.count(True)  # the overflow was skipped
+    assert skipped == eager_skipped and lrs == eager_lrs  # the scheduler held exactly where eager's did
+    assert lrs[4] == lrs[3] and lrs[5] < lrs[4]

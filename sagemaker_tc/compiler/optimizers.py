@@ -17,9 +17,10 @@ logger = logging.getLogger("sagemaker_tc.compiler")
 
 
 def unwrap(optimizer: Any) -> Any:
-    """The torch optimizer inside wrappers such as accelerate's ``AcceleratedOptimizer`` (``.optimizer``)."""
+    """The torch optimizer inside wrappers such as accelerate's ``AcceleratedOptimizer`` (``.optimizer``;
+    it subclasses ``torch.optim.Optimizer`` itself, so the wrapper is recognised by what it wraps)."""
     seen = 0
-    while not is_torch_optimizer(optimizer) and hasattr(optimizer, "optimizer") and seen < 4:
+    while is_torch_optimizer(getattr(optimizer, "optimizer", None)) and seen < 4:
         optimizer = optimizer.optimizer
         seen += 1
     return optimizer
