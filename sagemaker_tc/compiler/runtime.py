@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler import known_wrong, planner
 from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, leaf_modules, plan_modules
@@ -94,6 +94,8 @@ class CompilerRuntime:
             for plan in self._candidates(config):
                 attached.slots[plan] = self._build(model, plan, config)
         self._attached.append(attached)
+        if config.compiles:
+            known_wrong.announce(model, config.resolved_plan)  # auto leaves such plans out; explicit: warn
         shown = config.resolved_plan if config.resolved_plan != "auto" else "regional"
         regions = plan_modules(model, shown)
         regional = shown == "regional" and regions[0] is not model
@@ -206,7 +208,8 @@ class CompilerRuntime:
         plans = self.prepared_plans()
         if "regional" in plans and all(plan_modules(a.model, "regional") == [a.model] for a in self._attached):
             plans.remove("regional")  # no repeated blocks: regional would compile the whole model again
-        return plans
+        wrong = known_wrong.plans_known_wrong_for(a.model for a in self._attached)
+        return [plan for plan in plans if plan not in wrong]  # never try a plan verify marks wrong
 
     # -- activation ---------------------------------------------------------------------------------
     def _activate(self, plan: str) -> None:
@@ -259,6 +262,10 @@ class CompilerRuntime:
     def prepared_plans(self) -> list[str]:
         """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
         return [plan for plan in planner.COMPILED_PLANS if any(plan in a.slots for a in self._attached)]
+
+    def attached_models(self) -> list[Any]:
+        """The models attached, in order."""
+        return [attached.model for attached in self._attached]
 
     def first_model(self) -> Any:
         """The first model attached (None before any)."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals, contract
-from sagemaker_tc.compiler import history
+from sagemaker_tc.compiler import history, known_wrong
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, inductor_cache_counters
 from sagemaker_tc.compiler.history import WorkloadKey
@@ -328,6 +328,7 @@ class CompilerSession:
             "optimizer": runtime.optimizer_kind,
             "decision": runtime.decision,
             "shape_policy": runtime.shapes.describe() if runtime.shapes is not None else None,
+            **known_wrong.report_fields(runtime.attached_models(), runtime.config.resolved_plan, runtime.final_label()),
         }
 
     def _fallback_reason(self, plan: str | None, records: list) -> str | None:
