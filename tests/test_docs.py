@@ -137,6 +137,15 @@ def test_supported_matrix_comes_from_the_data():
     assert "| torch |" in generator.tested_versions()
 
 
+def test_known_wrong_plans_come_from_the_table():
+    from sagemaker_tc.compiler.known_wrong import KNOWN_WRONG
+
+    assert "<!-- generated: known-wrong -->" in (DOCS / "supported.md").read_text()
+    table = load_generator().known_wrong_plans()
+    for entry in KNOWN_WRONG:
+        assert f"| `{entry.architecture}` |" in table and f"`{entry.repro}`" in table
+
+
 def package_modules() -> list[str]:
     """Every module of the installed sagemaker_tc package, imported."""
     names = ["sagemaker_tc"]

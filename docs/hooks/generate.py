@@ -4,7 +4,8 @@ A page marks a section with ``<!-- generated: NAME -->`` on a line of its own; a
 marker is replaced by the output of ``SECTIONS[NAME]()``. The sources are the pydantic model
 ``sagemaker_tc.config.TrainingCompilerConfig``, the instance-family table
 ``sagemaker_tc/sdk/instance_families.json``, sagemaker-core's DLC image tables as
-``sagemaker_tc.sdk.images`` reads them, ``containers/matrix.json``, and the installed packages, so
+``sagemaker_tc.sdk.images`` reads them, ``containers/matrix.json``, the known-wrong plan table
+``sagemaker_tc.compiler.known_wrong.KNOWN_WRONG``, and the installed packages, so
 the reference cannot drift from the code. ``tests/test_docs.py`` checks the same functions.
 """
 
@@ -185,12 +186,26 @@ def tested_versions() -> str:
     return "\n".join(rows)
 
 
+def known_wrong_plans() -> str:
+    """The plans ``plan="auto"`` leaves out per architecture (``sagemaker_tc.compiler.known_wrong``)."""
+    from sagemaker_tc.compiler.known_wrong import KNOWN_WRONG
+
+    rows = ["| architecture | plans | torch | why | test |", "| --- | --- | --- | --- | --- |"]
+    for entry in KNOWN_WRONG:
+        plans = ", ".join(f"`{plan}`" for plan in entry.plans)
+        rows.append(
+            f"| `{entry.architecture}` | {plans} | `{entry.torch_range()}` | {_cell(entry.reason)} | `{entry.repro}` |"
+        )
+    return "\n".join(rows)
+
+
 SECTIONS = {
     "config-reference": config_reference,
     "instance-families": instance_families,
     "dlc-images": dlc_images,
     "container-matrix": container_matrix,
     "tested-versions": tested_versions,
+    "known-wrong": known_wrong_plans,
 }
 
 

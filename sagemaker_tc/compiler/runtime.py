@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler import known_wrong, planner
 from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, leaf_modules, plan_modules
@@ -113,6 +113,8 @@ class CompilerRuntime:
             for plan in self._candidates(config):
                 attached.slots[plan] = self._build(model, plan, config)
         self._attached.append(attached)
+        if config.compiles:
+            known_wrong.announce(model, config.resolved_plan)  # auto leaves such plans out; explicit: warn
         shown = config.resolved_plan if config.resolved_plan != "auto" else "regional"
         regions = plan_modules(model, shown)
         regional = shown == "regional" and regions[0] is not model
@@ -295,6 +297,10 @@ class CompilerRuntime:
         """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
         return [plan for plan in planner.COMPILED_PLANS if any(plan in a.slots for a in self._attached)]
 
+    def attached_models(self) -> list[Any]:
+        """The models attached, in order."""
+        return [attached.model for attached in self._attached]
+
     def first_model(self) -> Any:
         """The first model attached (None before any)."""
         return self._attached[0].model if self._attached else None
@@ -370,8 +376,11 @@ class CompilerRuntime:
         return planner.EAGER
 
     def _allowed(self, plan: str) -> bool:
-        """``plan`` may run on every attached model (a plan without repeated blocks to compile is not
-        a safer plan: it would compile the whole model again)."""
+        """``auto`` may try ``plan``, and a failed plan may step back to it: not a plan ``verify`` marks
+        wrong for an attached model's architecture (:mod:`.known_wrong`), and not ``regional`` on
+        models without repeated blocks (it would compile the whole model again)."""
+        if plan in known_wrong.plans_known_wrong_for(a.model for a in self._attached):
+            return False
         if plan == "regional":
             return any(plan_modules(a.model, "regional") != [a.model] for a in self._attached)
         return True

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals, contract
-from sagemaker_tc.compiler import history
+from sagemaker_tc.compiler import history, known_wrong
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, inductor_cache_counters
 from sagemaker_tc.compiler.history import WorkloadKey
@@ -351,6 +351,7 @@ class CompilerSession:
             "failures": list(runtime.failures),
             "recompile_budgets": dict(runtime.recompile_budgets),
             "optimizer_steps_skipped": runtime.optimizer_steps_skipped(),
+            **known_wrong.report_fields(runtime.attached_models(), runtime.config.resolved_plan, runtime.final_label()),
         }
 
     def _fallback_reason(self, plan: str | None, records: list) -> str | None:
