@@ -339,6 +339,25 @@ def fused_optimizer_devices() -> list[str]:
     return list(_get_fused_kernels_supported_devices())
 
 
+def is_lr_scheduler_step_wrapper(step: Any) -> bool:
+    """True when ``step`` is the wrapper a torch LR scheduler puts on ``optimizer.step`` to learn that
+    the optimizer stepped (attribute ``_wrapped_by_lr_sched``, ``torch/optim/lr_scheduler.py``,
+    torch 2.0 to 2.13). It only records the call, so replacing it loses nothing the step needs."""
+    return step is not None and hasattr(step, "_wrapped_by_lr_sched")
+
+
+def keep_lr_scheduler_tracking(step: Any, optimizer: Any) -> Callable[[], None]:
+    """Tag ``step`` (what replaces the scheduler's wrapper) as the scheduler's, so the scheduler does
+    not warn that ``optimizer.step`` was overridden; returns what to call at each step in its stead
+    (sets ``optimizer._opt_called``, which the scheduler reads at its first step; torch 2.0 to 2.13)."""
+    step._wrapped_by_lr_sched = True
+
+    def stepped() -> None:
+        optimizer._opt_called = True
+
+    return stepped
+
+
 def global_optimizer_step_hooks() -> int:
     """How many global optimizer step hooks are registered (pre and post:
     ``torch.optim.optimizer._global_optimizer_pre_hooks`` / ``_global_optimizer_post_hooks``,

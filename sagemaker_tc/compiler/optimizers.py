@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from sagemaker_tc import _internals
+
 logger = logging.getLogger("sagemaker_tc.compiler")
 
 
@@ -78,6 +80,7 @@ class StepPlanOptimizer:
         self._had_step_attr = "step" in vars(optimizer)
         self._step_attr = vars(optimizer).get("step")
         self._guard: Any = None
+        self._after_update: Callable[[], None] = lambda: None
 
     def enter(self, *, compile_update: bool = False) -> str:
         """Switch to the fused kernel or, when asked, the compiled update (class docstring); returns
@@ -86,7 +89,8 @@ class StepPlanOptimizer:
         name = type(optimizer).__name__
         if name not in _STEP_PLAN_TYPES or type(optimizer).__module__.split(".")[:2] != ["torch", "optim"]:
             return self.kind
-        patched = self._had_step_attr
+        by_scheduler = _internals.is_lr_scheduler_step_wrapper(self._step_attr)
+        patched = self._had_step_attr and not by_scheduler  # a scheduler's wrapper only counts the call
         if compile_update and patched:
             logger.info("The optimizer's step is patched by a wrapper: the step plan keeps its update eager")
         compiled = compile_update and not patched
@@ -106,17 +110,21 @@ class StepPlanOptimizer:
             self.kind = "fused"
         _steps_to_parameter_devices(optimizer)
         self._guard = self._guarded(update, previous)
+        if by_scheduler:
+            stepped = _internals.keep_lr_scheduler_tracking(self._guard, optimizer)
+            if compiled:  # the compiled update does not go through the scheduler's wrapper
+                self._after_update = stepped
         optimizer.step = self._guard
         return self.kind
 
     def _guarded(self, update: Callable[..., Any], previous: Callable[..., Any]) -> Callable[..., Any]:
-        from sagemaker_tc import _internals
-
         def step(*args: Any, **kwargs: Any) -> Any:
             if self.kind == "as built" or args or kwargs.get("closure") is not None:
                 return previous(*args, **kwargs)  # restored (a stale reference), or a closure: as built
             try:
-                return update()
+                result = update()
+                self._after_update()
+                return result
             except Exception as error:
                 self.restore()
                 try:
@@ -197,8 +205,6 @@ def _as_float(saved: Any, current: Any, key: str) -> Any:
 def _fusable(optimizer: Any) -> bool:
     """True when every parameter is floating point on a device with fused kernels (Adam, AdamW, SGD)."""
     import torch
-
-    from sagemaker_tc import _internals
 
     devices = set(_internals.fused_optimizer_devices())
     for group in optimizer.param_groups:
