@@ -6,13 +6,16 @@ Imports no torch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,12 +52,32 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While inside, SIGTERM raises ``SystemExit`` (so ``finally`` blocks run) instead of ending this
+    process at once; the previous handler is put back on the way out. A no-op off the main thread,
+    where Python cannot set signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_worker_process(
     module: str, spec: dict, stem: Path, env: dict[str, str], timeout_s: float
 ) -> tuple[dict, float]:
     """Run ``python -m MODULE STEM.spec.json STEM.result.json`` (output to ``STEM.log``) in its own
     process group for at most ``timeout_s`` seconds (then the whole group is killed, Inductor's
-    compile workers too).
+    compile workers too). When this process is stopped meanwhile (SIGTERM, as ``timeout`` sends, or
+    Ctrl-C), the group is killed first, so no variant goes on holding the device after its bench.
 
     Returns:
         (the result file's dict, or ``{"status": "failed", "error": ...}`` when the process timed
@@ -67,14 +90,17 @@ def run_worker_process(
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     command = [sys.executable, "-m", module, str(spec_path), str(result_path)]
     started = time.perf_counter()
-    with open(log_path, "w", encoding="utf-8") as log:
+    returncode: int | None = None
+    with open(log_path, "w", encoding="utf-8") as log, _sigterm_raises():
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            returncode: int | None = process.wait(timeout=timeout_s)
+            returncode = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            returncode = None
+            pass
+        finally:
+            if process.poll() is None:  # timed out, or this process is being stopped
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     wall_s = time.perf_counter() - started
     if result_path.exists():
         result = json.loads(result_path.read_text(encoding="utf-8"))
