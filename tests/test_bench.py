@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -274,7 +276,7 @@ def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
     what ends it, however fast the machine."""
     from dataclasses import asdict
 
-    from sagemaker_tc.bench.runner import run_worker_process, variant_env
+    from sagemaker_tc.bench.processes import run_worker_process, variant_env
     from sagemaker_tc.bench.worker import WorkerSpec
 
     fifo = tmp_path / "never-written.json"
@@ -285,16 +287,53 @@ def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
 
     result, _ = run_worker_process("sagemaker_tc.bench.worker", asdict(spec), stem, variant_env(options, tmp_path), 1.0)
 
-    assert result == {"status": "failed", "error": "timed out after 1 s"}
-    spec_file = f"{stem}.spec.json"
+    # What the process wrote before it was killed comes back with the row, as log_tail.
+    assert result.pop("log_tail") is not None and result == {"status": "failed", "error": "timed out after 1 s"}
+    alive = processes_running(f"{stem}.spec.json")
+    assert not alive, f"worker processes left running: {alive}"
+
+
+def processes_running(marker: str) -> list[str]:
+    """The ids of the processes whose command line holds ``marker``."""
     alive = []
     for proc in Path("/proc").iterdir():
         try:
-            if spec_file in (proc / "cmdline").read_bytes().decode(errors="replace"):
+            if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
                 alive.append(proc.name)
         except OSError:
             continue
-    assert not alive, f"worker processes left running: {alive}"
+    return alive
+
+
+def test_a_bench_stopped_by_sigterm_takes_its_running_variant_with_it(tmp_path):
+    """``timeout`` stops a bench with SIGTERM: the variant it was running (its own process group,
+    blocked for good on a FIFO nobody writes) is killed before the bench exits, not left on the device."""
+    fifo = tmp_path / "never-written.json"
+    os.mkfifo(fifo)
+    stem = tmp_path / "gpt2--eager"
+    code = (
+        "from dataclasses import asdict\n"
+        "from pathlib import Path\n"
+        "from sagemaker_tc.bench.processes import run_worker_process, variant_env\n"
+        "from sagemaker_tc.bench.runner import resolve_options\n"
+        "from sagemaker_tc.bench.worker import WorkerSpec\n"
+        f"spec = WorkerSpec('gpt2', 'tiny', 'eager', 2, 16, 3, 'fp32', 'cpu', {str(fifo)!r})\n"
+        "options = resolve_options(models=['gpt2'], variants=['eager'], steps=3, seq_len=16, device='cpu')\n"
+        f"env = variant_env(options, Path({str(tmp_path)!r}))\n"
+        f"run_worker_process('sagemaker_tc.bench.worker', asdict(spec), Path({str(stem)!r}), env, 600.0)\n"
+    )
+    bench = subprocess.Popen([sys.executable, "-c", code])
+    marker = f"{stem}.spec.json"
+    for _ in range(3000):  # wait for the variant's process (a bound, not a measurement)
+        if processes_running(marker):
+            break
+        assert bench.poll() is None, "the bench ended before starting its variant"
+        time.sleep(0.1)
+
+    bench.send_signal(signal.SIGTERM)
+
+    assert bench.wait(timeout=120) == 128 + signal.SIGTERM
+    assert not processes_running(marker), "the variant outlived its bench"
 
 
 def test_a_result_file_records_command_machine_versions_and_fields_in_order(tmp_path):

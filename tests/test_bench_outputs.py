@@ -162,3 +162,101 @@ def test_tune_writes_every_finished_cell_as_it_completes(tmp_path):
     assert [(partial["complete"], len(partial["rows"])) for partial in seen] == [(False, 1)]
     assert seen[0]["rows"][0]["eager"]["status"] == "ok" and document["complete"] is True
     assert "**Incomplete**" in (tmp_path / "table.md").read_text()
+
+
+def _document(results: list[dict], variants: list[str]) -> dict:
+    return {
+        "options": {"size": "full", "dtype": "bf16", "batch_size": 8, "seq_len": 64, "steps": 21, "variants": variants},
+        "device": {"type": "cuda", "name": "gpu"},
+        "environment": {"versions": {}, "cpu": "cpu", "cpu_cores": 8, "platform": "linux", "python": "3"},
+        "created": "now",
+        "command": "test",
+        "results": results,
+    }
+
+
+def test_ours_vs_peer_is_our_samples_per_s_over_the_peers_per_model():
+    """The 'ours vs peer' column: sagemaker-tc's samples/s / hf-torch-compile's, on our rows only; a
+    noisy pair shows 'noisy' in the table and keeps its figure in the JSON."""
+    from sagemaker_tc.bench.runner import _model_rows
+
+    def timed(step_s: float, variant: str, bursty: bool = False) -> dict:
+        steps = [0.5] + ([step_s] * 4 + [3 * step_s] * 4) * 2 + [step_s] * 4 if bursty else [0.5] + [step_s] * 20
+        return {**result(FakeTimer(steps).time_steps(21)), "variant": variant}
+
+    options = resolve_options(models=["gpt2"], batch_size=8, seq_len=64, steps=21)
+    quiet = _model_rows(
+        {v: timed(s, v) for v, s in (("eager", 0.04), ("hf-torch-compile", 0.02), ("sagemaker-tc", 0.025))},
+        options,
+        cores=8,
+    )
+    by_variant = {row["variant"]: row for row in quiet}
+    assert by_variant["sagemaker-tc"]["ours_vs_peer"] == pytest.approx(0.02 / 0.025)
+    assert by_variant["sagemaker-tc"]["ours_vs_peer_range"] == pytest.approx([0.8, 0.8])
+    assert by_variant["sagemaker-tc"]["ours_vs_peer_noisy"] is False
+    assert by_variant["eager"]["ours_vs_peer"] is None and by_variant["hf-torch-compile"]["ours_vs_peer"] is None
+    table = markdown(_document(quiet, ["eager", "hf-torch-compile", "sagemaker-tc"]))
+    assert "| ours vs peer |" in table and table.count("| 0.80x |") == 1, table
+
+    noisy = _model_rows({v: timed(0.02, v, bursty=v == "sagemaker-tc") for v in ("hf-torch-compile", "sagemaker-tc")},
+                        options, cores=8)  # fmt: skip
+    ours = noisy[1]
+    assert ours["ours_vs_peer_noisy"] is True and ours["ours_vs_peer"] == pytest.approx(1.0)
+    assert markdown(_document(noisy, ["hf-torch-compile", "sagemaker-tc"])).count("| noisy |") == 1
+
+    alone = _model_rows({"sagemaker-tc-regional": timed(0.02, "sagemaker-tc-regional")}, options, cores=8)
+    assert alone[0]["ours_vs_peer"] is None  # no peer in the run: no column either
+    assert "ours vs peer" not in markdown(_document(alone, ["sagemaker-tc-regional"]))
+
+
+def test_a_failed_rows_traceback_or_last_output_is_summarised_in_the_markdown():
+    traceback_text = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/sagemaker_tc/bench/worker.py", line 180, in serve\n    result = run(spec)\n'
+        '  File "/x/torch/_inductor/compile_fx.py", line 99, in compile\n    raise RuntimeError("boom")\n'
+        "RuntimeError: boom\n"
+    )
+    crashed = {"model": "gpt2", "variant": "sagemaker-tc", "status": "failed", "error": "RuntimeError: boom",
+               "traceback": traceback_text, "log_tail": "noise"}  # fmt: skip
+    hung = {"model": "gpt2", "variant": "hf-torch-compile", "status": "failed", "error": "timed out after 60 s",
+            "log_tail": "step 0\nINFO compiling graph 3\n"}  # fmt: skip
+    table = markdown(_document([crashed, hung], ["hf-torch-compile", "sagemaker-tc"]))
+    assert (
+        '- **gpt2 / sagemaker-tc failed**: RuntimeError: boom; raised at File "/x/torch/_inductor/compile_fx.py", '
+        "line 99, in compile (whole traceback in the JSON)" in table
+    ), table
+    assert (
+        "- **gpt2 / hf-torch-compile failed**: timed out after 60 s; its last output: INFO compiling graph 3" in table
+    )
+
+
+def test_a_worker_that_raises_keeps_its_traceback_in_the_result(tmp_path):
+    from sagemaker_tc.bench.worker import WorkerSpec, serve
+
+    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
+    spec_path.write_text(json.dumps({"model": "gpt2", "size": "tiny", "variant": "eager", "batch_size": 2,
+                                     "seq_len": 16, "steps": 3, "dtype": "fp32", "device": "cpu",
+                                     "data_path": "x"}))  # fmt: skip
+
+    def run(spec: WorkerSpec) -> dict:
+        raise ValueError(f"no data at {spec.data_path}")
+
+    assert serve([str(spec_path), str(result_path)], WorkerSpec, run) == 1
+
+    written = json.loads(result_path.read_text())
+    assert written["status"] == "failed" and written["error"] == "ValueError: no data at x"
+    assert written["traceback"].startswith("Traceback") and "in run" in written["traceback"]
+    assert written["traceback"].rstrip().endswith("ValueError: no data at x")
+
+
+def test_the_time_budget_is_shared_fairly_between_models(monkeypatch):
+    """Each model gets an equal share of the budget left; what one leaves goes to the later ones."""
+    from sagemaker_tc.bench import runner
+
+    clock = iter([100.0, 130.0, 250.0])
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: next(clock))
+
+    assert runner.model_deadline(300.0, 100.0, 3) == 100.0 + 300.0 / 3  # the first of three: 100 s
+    assert runner.model_deadline(300.0, 100.0, 2) == 130.0 + 270.0 / 2  # used 30: 135 s each for two
+    assert runner.model_deadline(300.0, 100.0, 1) == 250.0 + 150.0  # the last gets all that is left
+    assert runner.model_deadline(None, 100.0, 1) is None

@@ -64,7 +64,8 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--time-budget",
         type=float,
-        help="seconds for the whole run: later variants get the time left, then are recorded as skipped",
+        help="seconds for the whole run, shared fairly between the models (each gets an equal share of the time "
+        "left); a variant gets what is left of its model's share, then the model's later variants are skipped",
     )
     bench.add_argument(
         "--job-steps",

@@ -3,7 +3,7 @@
 ``python -m sagemaker_tc.bench.compare COLD.json WARM.json --out DIR --name NAME`` writes
 ``NAME.json``, ``NAME.md`` and ``NAME.png`` (first-step time per model and variant, cold next to
 warm) and prints the Markdown table. COLD.json is a ``sagemaker-tc bench --cache-dir DIR`` run on an
-empty DIR; WARM.json the same command run again with the same DIR (``benchmarks/gpu_check.sh``).
+empty DIR; WARM.json the same command run again with the same DIR.
 """
 
 from __future__ import annotations

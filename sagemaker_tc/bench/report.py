@@ -34,7 +34,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("speedup_vs_eager", "speedup vs eager"),
 )
 """(result field, column title) of every table column, in order."""
+PEER_COLUMN = ("ours_vs_peer", "ours vs peer")
+"""Added after :data:`COLUMNS` when the run has the peer and one of our variants."""
 MIB = 1024 * 1024
+FAILURE_CHARS = 400
+"""A failed row's note in the Markdown is cut to about this many characters (the JSON keeps it whole)."""
 
 
 def require_outputs() -> None:
@@ -51,10 +55,21 @@ def require_outputs() -> None:
         )
 
 
+def columns(document: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The table's (result field, column title) pairs for this run: :data:`COLUMNS`, plus
+    :data:`PEER_COLUMN` when the run has ``hf-torch-compile`` and a ``sagemaker-tc`` variant."""
+    variants = {*document["options"].get("variants", ()), *(row["variant"] for row in document["results"])}
+    if "hf-torch-compile" in variants and any(v.startswith("sagemaker-tc") for v in variants):
+        return (*COLUMNS, PEER_COLUMN)
+    return COLUMNS
+
+
 def _cell(key: str, row: dict[str, Any]) -> str:
     if row.get("status") != "ok" and key not in ("model", "variant"):
         return str(row.get("status", "failed")) if key == "samples_per_s" else "-"
-    if key == "speedup_vs_eager" and row.get("speedup_noisy"):
+    if (key == "speedup_vs_eager" and row.get("speedup_noisy")) or (
+        key == "ours_vs_peer" and row.get("ours_vs_peer_noisy")
+    ):
         return "noisy"
     value = row.get(key)
     if value is None:
@@ -69,9 +84,28 @@ def _cell(key: str, row: dict[str, Any]) -> str:
         return f"{value / MIB:,.0f}"
     if key == "mfu":
         return f"{100 * value:.1f}%"
-    if key == "speedup_vs_eager":
+    if key in ("speedup_vs_eager", "ours_vs_peer"):
         return f"{value:.2f}x"
     return str(value)
+
+
+def _one_line(text: str, limit: int = FAILURE_CHARS) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def failure_note(row: dict[str, Any]) -> str:
+    """One line on why a row failed or was skipped: its error, then where the worker's traceback
+    ended (the JSON's ``traceback`` has it whole) or, without one, the last line the worker's process
+    wrote (``log_tail``: where a timed-out variant was)."""
+    note = _one_line(row.get("error"))
+    frames = [line.strip() for line in (row.get("traceback") or "").splitlines() if line.strip().startswith("File ")]
+    log_lines = (row.get("log_tail") or "").strip().splitlines()
+    if frames:
+        note += f"; raised at {_one_line(frames[-1], 200)} (whole traceback in the JSON)"
+    elif log_lines:
+        note += f"; its last output: {_one_line(log_lines[-1], 200)} (more in the JSON's log_tail)"
+    return note
 
 
 def memory_label(document: dict[str, Any]) -> str:
@@ -103,23 +137,25 @@ def print_table(document: dict[str, Any], stream: IO[str] | None = None) -> None
     """
     try:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
     except ImportError:
         raise BenchError('the bench table needs rich: pip install "sagemaker-tc[bench]"') from None
     table = Table(title=title(document), caption=f"peak mem: {memory_label(document)}")
-    for key, heading in COLUMNS:
+    shown = columns(document)
+    for key, heading in shown:
         table.add_column(heading, justify="left" if key in ("model", "variant") else "right")
     previous_model = None
     for row in document["results"]:
         if previous_model is not None and row["model"] != previous_model:
             table.add_section()
         previous_model = row["model"]
-        table.add_row(*(_cell(key, row) for key, _ in COLUMNS))
-    console = Console(file=stream, width=160)
+        table.add_row(*(_cell(key, row) for key, _ in shown))
+    console = Console(file=stream, width=180)
     console.print(table)
     for row in document["results"]:
         if row.get("status") != "ok":
-            console.print(f"[red]{row['model']} / {row['variant']}: {row.get('error')}[/red]")
+            console.print(f"[red]{row['model']} / {row['variant']}: {escape(failure_note(row))}[/red]")
         elif row.get("noisy"):
             console.print(f"[yellow]{row['model']} / {row['variant']} noisy: {'; '.join(row['noise'])}[/yellow]")
 
@@ -127,10 +163,11 @@ def print_table(document: dict[str, Any], stream: IO[str] | None = None) -> None
 def markdown(document: dict[str, Any]) -> str:
     """The results as a Markdown document: title, table, and the machine/versions it ran on."""
     lines = [f"# {title(document)}", ""]
-    lines.append("| " + " | ".join(heading for _, heading in COLUMNS) + " |")
-    lines.append("| " + " | ".join("---" if k in ("model", "variant") else "---:" for k, _ in COLUMNS) + " |")
+    shown = columns(document)
+    lines.append("| " + " | ".join(heading for _, heading in shown) + " |")
+    lines.append("| " + " | ".join("---" if k in ("model", "variant") else "---:" for k, _ in shown) + " |")
     for row in document["results"]:
-        lines.append("| " + " | ".join(_cell(key, row) for key, _ in COLUMNS) + " |")
+        lines.append("| " + " | ".join(_cell(key, row) for key, _ in shown) + " |")
     env = document["environment"]
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
     loads = [load for row in document["results"] for load in row.get("load_avg_1m") or []]
@@ -153,13 +190,24 @@ def markdown(document: dict[str, Any]) -> str:
         lines.append(load_note)
     if not document.get("complete", True):
         lines.append(f"- {INCOMPLETE_NOTE}")
-    for row in document["results"]:
-        if row.get("status") != "ok":
-            lines.append(f"- **{row['model']} / {row['variant']} {row.get('status')}**: {row.get('error')}")
-        elif row.get("noisy"):
-            reasons = "; ".join(row["noise"])
-            lines.append(f"- **{row['model']} / {row['variant']} noisy** (no speedup figure): {reasons}")
+    lines += _row_notes(document["results"])
     return "\n".join(lines) + "\n"
+
+
+def _row_notes(results: list[dict[str, Any]]) -> list[str]:
+    """The Markdown's notes on single rows: why one failed, why one is noisy, what plan="auto" chose."""
+    notes = []
+    for row in results:
+        name = f"{row['model']} / {row['variant']}"
+        if row.get("status") != "ok":
+            notes.append(f"- **{name} {row.get('status')}**: {failure_note(row)}")
+            continue
+        if row.get("noisy"):
+            notes.append(f"- **{name} noisy** (no speedup figure): {'; '.join(row['noise'])}")
+        decision = (row.get("details") or {}).get("plan_decision") or {}
+        if decision.get("reason"):
+            notes.append(f"- **{name} plan** (decided at step {decision.get('decided_at_step')}): {decision['reason']}")
+    return notes
 
 
 def plot(document: dict[str, Any], path: Path) -> Path:

@@ -108,6 +108,8 @@ RULES = {
     "forward) ~ 6 N per token (Kaplan et al. 2020, sec. 2.1); attention scores left out",
     "speedup_vs_eager": "eager step_ms / variant step_ms (same model); speedup_range: eager q1 / variant q3 to "
     "eager q3 / variant q1",
+    "ours_vs_peer": "on sagemaker-tc rows: the row's samples_per_s / hf-torch-compile's samples_per_s (same model); "
+    "ours_vs_peer_range from the quartiles as for speedup_range; ours_vs_peer_noisy when either row is noisy",
 }
 """How each figure of a row is made (the result document's ``rules``)."""
 
@@ -137,7 +139,7 @@ def finish_row(result: dict, baseline: dict | None, *, batch_size: int, seq_len:
     """
     row = dict(result)
     ok = row.get("status") == "ok"
-    row.update(speedup_vs_eager=None, speedup_noisy=None, mfu=None)
+    row.update(speedup_vs_eager=None, speedup_noisy=None, mfu=None, ours_vs_peer=None, ours_vs_peer_noisy=None)
     if ok:
         _add_windows(row, batch_size, seq_len, cores)
     if ok and baseline is not None and baseline.get("status") == "ok":
@@ -176,3 +178,21 @@ def _speedup_range(eager: dict, row: dict) -> list[float] | None:
     if None in (eager["step_ms_q1"], eager["step_ms_q3"], row["step_ms_q1"], row["step_ms_q3"]):
         return None
     return [eager["step_ms_q1"] / row["step_ms_q3"], eager["step_ms_q3"] / row["step_ms_q1"]]
+
+
+def add_peer_ratio(row: dict, peer: dict | None) -> None:
+    """Set ``ours_vs_peer`` (the row's samples/s / the peer's), ``ours_vs_peer_range`` and
+    ``ours_vs_peer_noisy`` on one of our finished rows, against the peer's finished row of the same
+    model (``hf-torch-compile``); left None when either did not run or has no step time.
+
+    Args:
+        row: a :func:`finish_row` row of a ``sagemaker-tc`` variant.
+        peer: the :func:`finish_row` row of ``hf-torch-compile`` for the same model, when it ran.
+    """
+    if peer is None or row.get("status") != "ok" or peer.get("status") != "ok":
+        return
+    if not row.get("samples_per_s") or not peer.get("samples_per_s"):
+        return
+    row["ours_vs_peer"] = row["samples_per_s"] / peer["samples_per_s"]
+    row["ours_vs_peer_range"] = _speedup_range(peer, row)
+    row["ours_vs_peer_noisy"] = bool(row["noisy"] or peer["noisy"])

@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -26,12 +22,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc import contract
 from sagemaker_tc.bench import hardware, rows
 from sagemaker_tc.bench.data import tokenize_sst2
 from sagemaker_tc.bench.errors import BenchError
+from sagemaker_tc.bench.processes import run_worker_process, variant_env
 from sagemaker_tc.bench.suite import SUITE, check_seq_len, check_size, get_spec
-from sagemaker_tc.bench.variants import BASELINE, DEFAULT_JOB_STEPS, VARIANTS, check_variant
+from sagemaker_tc.bench.variants import BASELINE, DEFAULT_JOB_STEPS, PEER, VARIANTS, check_variant
 from sagemaker_tc.bench.worker import WorkerSpec
 
 logger = logging.getLogger(__name__)
@@ -67,9 +63,11 @@ class BenchOptions:
         cpu_threads: ``OMP_NUM_THREADS`` in every variant's process (default
             :func:`~sagemaker_tc.bench.rows.default_cpu_threads`: one fewer than the usable cores).
         timeout_s: per-variant wall-clock limit, seconds.
-        time_budget_s: None, or a limit on the whole run, seconds: a variant gets at most the time
-            left, and once it is spent the remaining variants are recorded as ``skipped`` (so a
-            prepared GPU run ends in time and still writes its files).
+        time_budget_s: None, or a limit on the whole run, seconds, shared fairly between the models:
+            each model in turn gets an equal share of the time left (what an earlier model did not
+            use goes to the later ones), a variant gets at most what is left of its model's share,
+            and once that is spent the model's remaining variants are recorded as ``skipped`` (so a
+            prepared GPU run ends in time, reaches every model and still writes its files).
         data: SST-2 TSV file or folder (None: the repository's shipped slice).
         seed: torch seed before building each model.
         job_steps: the job length the ``sagemaker-tc`` variant's ``plan="auto"`` plans for.
@@ -209,63 +207,6 @@ def resolve_options(
     )
 
 
-def variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env[contract.ENV_INDUCTOR_CACHE_DIR] = str(cache_dir)
-    # Triton's cache then lives under the Inductor cache dir (torch/_inductor/runtime/cache_dir_utils.py),
-    # so "cold" and "warm" cover it too.
-    if env.pop("TRITON_CACHE_DIR", None) is not None:
-        logger.info("TRITON_CACHE_DIR is ignored by the bench: Triton's cache follows TORCHINDUCTOR_CACHE_DIR")
-    env[contract.ENV_OMP_NUM_THREADS] = str(options.cpu_threads)
-    # The bench's own package must import in the child even when run from a source checkout.
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    return env
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def run_worker_process(
-    module: str, spec: dict, stem: Path, env: dict[str, str], timeout_s: float
-) -> tuple[dict, float]:
-    """Run ``python -m MODULE STEM.spec.json STEM.result.json`` (output to ``STEM.log``) in its own
-    process group for at most ``timeout_s`` seconds (then the whole group is killed, Inductor's
-    compile workers too).
-
-    Returns:
-        (the result file's dict, or ``{"status": "failed", "error": ...}`` when the process timed
-        out or wrote none; wall seconds).
-    """
-    spec_path, result_path, log_path = (
-        stem.with_name(f"{stem.name}.{ext}") for ext in ("spec.json", "result.json", "log")
-    )
-    spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    command = [sys.executable, "-m", module, str(spec_path), str(result_path)]
-    started = time.perf_counter()
-    with open(log_path, "w", encoding="utf-8") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            returncode: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            returncode = None
-    wall_s = time.perf_counter() - started
-    if result_path.exists():
-        result = json.loads(result_path.read_text(encoding="utf-8"))
-    elif returncode is None:
-        result = {"status": "failed", "error": f"timed out after {timeout_s:.0f} s"}
-    else:
-        result = {"status": "failed", "error": f"exited {returncode} without a result:\n{_tail(log_path)}"}
-    return result, wall_s
-
-
 def run_variant_process(
     options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path, timeout_s: float
 ) -> dict:
@@ -304,13 +245,31 @@ def run_variant_process(
     return result
 
 
-def _run_one(options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path, started: float) -> dict:
-    """One (model, variant): run it in its process, or record it skipped once the time budget is spent."""
+def model_deadline(time_budget_s: float | None, started: float, models_left: int) -> float | None:
+    """When the next model's variants must be done (``time.perf_counter()`` seconds): an equal share
+    of the time budget left, so a slow model cannot take the later models' time; None without a budget.
+
+    Args:
+        time_budget_s: the run's budget, seconds (None: no limit).
+        started: ``time.perf_counter()`` when the run's budget started.
+        models_left: models still to run, this one included (>= 1).
+    """
+    if time_budget_s is None:
+        return None
+    now = time.perf_counter()
+    return now + max(0.0, time_budget_s - (now - started)) / models_left
+
+
+def _run_one(
+    options: BenchOptions, model: str, variant: str, workdir: Path, data_path: Path, deadline: float | None
+) -> dict:
+    """One (model, variant): run it in its process, or record it skipped once its model's share of the
+    time budget (ending at ``deadline``) is spent."""
     timeout_s = options.timeout_s
-    if options.time_budget_s is not None:
-        timeout_s = min(timeout_s, options.time_budget_s - (time.perf_counter() - started))
+    if deadline is not None:
+        timeout_s = min(timeout_s, deadline - time.perf_counter())
     if timeout_s <= 0:
-        error = f"time budget of {options.time_budget_s:.0f} s spent before this variant"
+        error = f"this model's share of the time budget ({options.time_budget_s:.0f} s in all) spent before it"
         logger.warning("bench: %s / %s skipped: %s", model, variant, error)
         return {"status": "skipped", "error": error, "model": model, "variant": variant}
     return run_variant_process(options, model, variant, workdir, data_path, timeout_s)
@@ -336,8 +295,10 @@ def run_bench(
         ``step_ms_q1``/``step_ms_q3``/``step_ms_iqr`` (ms) and ``window_ms``, ``noisy`` and ``noise``
         (why), ``first_step_s`` (s), ``peak_memory_bytes`` (bytes) and ``peak_memory_kind``,
         ``recompiles`` (int), ``mfu`` (fraction or None), ``speedup_vs_eager`` (eager's step_ms /
-        the row's; exactly 1.0 for eager) with ``speedup_range`` and ``speedup_noisy``, plus the
-        worker's other fields (:func:`sagemaker_tc.bench.worker.run_variant`).
+        the row's; exactly 1.0 for eager) with ``speedup_range`` and ``speedup_noisy``,
+        ``ours_vs_peer`` (on ``sagemaker-tc*`` rows: samples/s over ``hf-torch-compile``'s) with
+        ``ours_vs_peer_range`` and ``ours_vs_peer_noisy``, plus the worker's other fields
+        (:func:`sagemaker_tc.bench.worker.run_variant`).
     """
     num_rows = options.batch_size * min(options.steps, MAX_DISTINCT_BATCHES)
     data = tokenize_sst2(num_rows, options.seq_len, options.data)
@@ -354,10 +315,11 @@ def run_bench(
         data_path = workdir / "data.json"
         data_path.write_text(json.dumps(data.to_dict()), encoding="utf-8")
         started = time.perf_counter()
-        for model in options.models:
+        for index, model in enumerate(options.models):
+            deadline = model_deadline(options.time_budget_s, started, len(options.models) - index)
             results: dict[str, dict] = {}
             for variant in options.variants:
-                results[variant] = _run_one(options, model, variant, workdir, data_path, started)
+                results[variant] = _run_one(options, model, variant, workdir, data_path, deadline)
                 if on_row is not None:
                     on_row(_document(options, facts, finished + _model_rows(results, options, cores), complete=False))
             finished += _model_rows(results, options, cores)
@@ -367,8 +329,9 @@ def run_bench(
 
 
 def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> list[dict]:
-    """The rows of one model's variants that have run, each against eager's result (when it ran)."""
-    return [
+    """The rows of one model's variants that have run, each against eager's result (when it ran), and
+    ours (``sagemaker-tc*``) against the peer's (:data:`~sagemaker_tc.bench.variants.PEER`)."""
+    finished = [
         rows.finish_row(
             result,
             results.get(BASELINE),
@@ -379,6 +342,11 @@ def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> 
         )
         for result in results.values()
     ]
+    peer = next((row for row in finished if row["variant"] == PEER), None)
+    for row in finished:
+        if row["variant"].startswith("sagemaker-tc"):
+            rows.add_peer_ratio(row, peer)
+    return finished
 
 
 def _document(options: BenchOptions, facts: dict[str, Any], results: list[dict], *, complete: bool) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from typing import Any
 
 from sagemaker_tc.bench import hardware
 from sagemaker_tc.bench.data import tokenize_sst2
+from sagemaker_tc.bench.processes import run_worker_process, variant_env
 from sagemaker_tc.bench.report import INCOMPLETE_NOTE, replace_file
-from sagemaker_tc.bench.runner import BenchOptions, resolve_options, run_worker_process, variant_env
+from sagemaker_tc.bench.runner import BenchOptions, resolve_options
 from sagemaker_tc.bench.tune_worker import MODES, TuneSpec
 from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import format_bytes

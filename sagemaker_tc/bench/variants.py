@@ -40,6 +40,8 @@ PLAN_VARIANTS: tuple[str, ...] = ("sagemaker-tc-regional", "sagemaker-tc-model",
 """One compile plan each, from the first step (``--variants`` names them)."""
 ALL_VARIANTS: tuple[str, ...] = VARIANTS + PLAN_VARIANTS
 BASELINE = "eager"
+PEER = "hf-torch-compile"
+"""What ``TrainingArguments(torch_compile=True)`` does: the variant ours is compared with."""
 DEFAULT_JOB_STEPS = 10_000
 """The job length the ``sagemaker-tc`` variant tells ``plan="auto"`` (a fine-tuning job's order of
 magnitude: the bench itself times only a few steps)."""

