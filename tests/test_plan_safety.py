@@ -16,7 +16,7 @@ from conftest import tiny_bert
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig
-from sagemaker_tc.compiler import optimizers, planner, runtime
+from sagemaker_tc.compiler import optimizers, planner, plans, runtime
 from sagemaker_tc.errors import CompilerError
 
 OVERWRITTEN = (
@@ -60,7 +60,7 @@ def inject_into(monkeypatch):
     """``inject_into(target, backend)``: the compiled callables of plan ``target`` (``"regional"``,
     ``"model"``, ``"step"``; ``"optimizer"``: the step plan's compiled update) compile with
     ``backend``; every other compiled callable with dynamo's ``eager`` backend."""
-    real_plan_call = runtime.compile_plan_call
+    real_plan_call = plans.compile_plan_call
 
     def arm(target: str, backend) -> None:
         def plan_call(tag, budget, **kwargs):
@@ -70,7 +70,7 @@ def inject_into(monkeypatch):
         def update(function):
             return torch.compile(function, backend=backend if target == "optimizer" else "eager")
 
-        monkeypatch.setattr(runtime, "compile_plan_call", plan_call)
+        monkeypatch.setattr(plans, "compile_plan_call", plan_call)
         monkeypatch.setattr(optimizers, "compile_update", update)
 
     return arm
@@ -310,7 +310,7 @@ def test_a_trial_that_hits_its_limit_anyway_is_invalid_and_never_chosen(
 ):
     inject_into("none", None)
     monkeypatch.setitem(planner.PRIORS, "cpu", {p: planner.Prior(0.0, 0.0, 100.0) for p in planner.COMPILED_PLANS})
-    monkeypatch.setattr(runtime, "plan_recompile_budget", lambda regions, buckets: 1 if regions > 1 else 8)
+    monkeypatch.setattr(plans, "plan_recompile_budget", lambda regions, buckets: 1 if regions > 1 else 8)
     report = gpt2_loop(tiny_gpt2(), TrainingCompilerConfig(expected_steps=100_000, buckets=None), ALL_PLANS_TRIED)
     trials = {t["plan"]: t for t in report["trials"]}
     assert trials["regional"]["invalid"].startswith("recompile limit hit")

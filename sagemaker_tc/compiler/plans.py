@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler.regions import find_repeated_blocks
+from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.regions import compile_kwargs, compile_plan_call, find_repeated_blocks
+from sagemaker_tc.compiler.shapes import bucket_count, plan_recompile_budget
 
 if TYPE_CHECKING:
     import torch
@@ -136,6 +138,25 @@ def build_slots(
         slots.modules.append(module)
         slots.calls.append(GuardedCall(module, plan, functions, select, on_failure, before))
     return slots
+
+
+def compile_plan(model: torch.nn.Module, plan: str, config: Any, device: str) -> tuple[dict[str, Any], int]:
+    """The compiled variants of ``plan`` (compiled lazily, at their first call) and their recompile
+    budget (:func:`~sagemaker_tc.compiler.shapes.plan_recompile_budget`): ``dynamic`` and ``static``
+    without CUDA graphs, and, on CUDA where the job asked for CUDA graphs
+    (:func:`~sagemaker_tc.compiler.planner.wants_cuda_graphs`), ``captured``, which the runtime runs
+    only where torch supports them."""
+    kwargs = compile_kwargs(config)
+    budget = plan_recompile_budget(len(plan_modules(model, plan)), bucket_count(config.buckets))
+    plain = {**kwargs, "mode": planner.without_cuda_graphs(kwargs["mode"])}
+    functions = {
+        "dynamic": compile_plan_call(f"{plan}_dynamic", budget, **plain),
+        "static": compile_plan_call(f"{plan}_static", budget, **{**plain, "dynamic": False}),
+    }
+    if device == "cuda" and planner.wants_cuda_graphs(plan, config):
+        captured = {**kwargs, "dynamic": False, "mode": kwargs["mode"] or "reduce-overhead"}
+        functions["captured"] = compile_plan_call(f"{plan}_captured", budget, **captured)
+    return functions, budget
 
 
 def describe(config_plan: str, regional: bool, block_class: str | None, num_regions: int) -> str:

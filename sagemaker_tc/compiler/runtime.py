@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import warnings
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,25 +34,21 @@ from typing import TYPE_CHECKING, Any
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler import known_wrong, planner
 from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
+from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
-from sagemaker_tc.compiler.plans import PlanSlots, build_slots, leaf_modules, plan_modules
-from sagemaker_tc.compiler.regions import CompilePlan, compile_kwargs, compile_plan_call
+from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, leaf_modules, plan_modules
+from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
-from sagemaker_tc.compiler.shapes import BucketStats, bucket_count, plan_recompile_budget
+from sagemaker_tc.compiler.shapes import BucketStats
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
+from sagemaker_tc.errors import CompilerError
 
 if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger("sagemaker_tc.compiler")
-
-STEP_BACK: dict[str, tuple[str, ...]] = {"step": ("model", "regional"), "model": ("regional",), "regional": ()}
-"""The safer plans a failed plan steps back to, in order (eager after them all)."""
-FAILS_WITH: dict[str, tuple[str, ...]] = {"model": ("step",)}
-"""Plans a failure ends too: ``step`` compiles the same whole-model graph as ``model``."""
 
 
 @dataclass
@@ -93,7 +88,7 @@ class CompilerRuntime:
         self._optimizer_plans: dict[int, StepPlanOptimizer] = {}
         self._functions: dict[str, dict[str, Any]] = {}
         self.recompile_budgets: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
+        self.failed = PlanFailures()
         self.limit_hits: dict[str, int] = {}
         self._skipped_counters: list[StepPlanOptimizer] = []
 
@@ -172,24 +167,11 @@ class CompilerRuntime:
         return build_slots(model, plan, functions, self._variant, self.plan_failed, self._before_model_call)
 
     def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> dict[str, Any]:
-        """The plan's compiled variants (compiled lazily), one set per plan for every attached model,
-        each with the plan's recompile budget: ``dynamic``, ``static`` and, where CUDA graphs are
-        asked for on CUDA, ``captured`` (used only while :meth:`_captures` holds)."""
-        if plan in self._functions:
-            return self._functions[plan]
-        kwargs = compile_kwargs(config)
-        budget = plan_recompile_budget(len(plan_modules(model, plan)), bucket_count(config.buckets))
-        self.recompile_budgets[plan] = budget
-        plain = {**kwargs, "mode": planner.without_cuda_graphs(kwargs["mode"])}
-        functions = {
-            "dynamic": compile_plan_call(f"{plan}_dynamic", budget, **plain),
-            "static": compile_plan_call(f"{plan}_static", budget, **{**plain, "dynamic": False}),
-        }
-        if self.device == "cuda" and planner.wants_cuda_graphs(plan, config):
-            captured = {**kwargs, "dynamic": False, "mode": kwargs["mode"] or "reduce-overhead"}
-            functions["captured"] = compile_plan_call(f"{plan}_captured", budget, **captured)
-        self._functions[plan] = functions
-        return functions
+        """The plan's compiled variants, one set per plan for every attached model
+        (:func:`~.plans.compile_plan`)."""
+        if plan not in self._functions:
+            self._functions[plan], self.recompile_budgets[plan] = compile_plan(model, plan, config, self.device)
+        return self._functions[plan]
 
     # -- per call and per step ----------------------------------------------------------------------
     def _static_shapes(self) -> bool:
@@ -241,7 +223,7 @@ class CompilerRuntime:
 
     def _available_plans(self) -> list[str]:
         """The prepared plans ``auto`` may still try: allowed on the models and not failed."""
-        failed = self.failed_plans()
+        failed = self.failed.ended()
         return [plan for plan in self.prepared_plans() if self._allowed(plan) and plan not in failed]
 
     # -- activation ---------------------------------------------------------------------------------
@@ -327,53 +309,37 @@ class CompilerRuntime:
                 ``error`` as the cause.
         """
         out_of_memory = _internals.is_out_of_memory(error)
-        reason = f"{type(error).__name__}: {_first_lines(str(error))}"
+        reason = error_summary(error)
         if not out_of_memory and self.config is not None and self.config.policy == "strict":
             raise CompilerError(f"plan {plan!r} failed and policy='strict' does not fall back: {reason}") from error
         with self._lock:
-            if plan in self.failed_plans():
+            if plan in self.failed.ended():
                 return  # another region of the same plan, in the same step: handled
-            kind = "out_of_memory" if out_of_memory else "compiler_error"
             step = self.schedule.steps if self.schedule is not None else 0
-            ended = [plan, *FAILS_WITH.get(plan, ())]
-            for name in ended:
-                if self.schedule is not None:
-                    self.schedule.invalidate(name, f"{kind}: {reason}" if name == plan else f"{plan} failed")
-            self.failures.append({"plan": plan, "kind": kind, "reason": reason, "at_step": step, "ends": ended})
-            target = self._effective(plan)
-            self.failures[-1]["stepped_back_to"] = target
+            failure = self.failed.record(plan, "out_of_memory" if out_of_memory else "compiler_error", reason, step)
+            if self.schedule is not None:
+                for name in failure["ends"]:
+                    self.schedule.invalidate(name, f"{failure['kind']}: {reason}" if name == plan else f"{plan} failed")
+            target = failure["stepped_back_to"] = self._effective(plan)
             if target == planner.EAGER:
                 self.fallback_reason = f"plan {plan} failed at step {step}; training continues eager: {reason}"
             self._activate(target)
-        logger.error(
-            "COMPILE PLAN: %s failed at step %d (%s: %s); stepping back to %s", plan, step, kind, reason, target
-        )
-        if target == planner.EAGER:
-            logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
-        warnings.warn(
-            f"sagemaker-tc: plan {plan} failed ({reason}); training continues with {target}",
-            CompilerFallbackWarning,
-            stacklevel=3,
-        )
+        announce(failure)
 
-    def failed_plans(self) -> set[str]:
-        """The plans that failed in this job, with those a failure ends too (:data:`FAILS_WITH`)."""
-        return {name for failure in self.failures for name in failure["ends"]}
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        """Each plan failure: ``{"plan", "kind", "reason", "at_step", "ends", "stepped_back_to"}``."""
+        return self.failed.records
 
     def _effective(self, plan: str, *, prepare: bool = True) -> str:
         """What runs when the schedule names ``plan``: ``plan`` itself, or, once it failed in this
-        process, the first safer plan that has not (:data:`STEP_BACK`; prepared now if it was not),
-        else eager. The schedule's phases stay the same on every rank (its decisions are collective);
-        only what a rank runs in them steps back."""
-        failed = self.failed_plans()
-        if plan not in failed:
-            return plan
-        for safer in STEP_BACK.get(plan, ()):
-            if safer not in failed and self._allowed(safer):
-                if prepare:
-                    self._prepare(safer)
-                return safer
-        return planner.EAGER
+        process, the first safer plan that has not (prepared now if it was not), else eager. The
+        schedule's phases stay the same on every rank (its decisions are collective); only what a
+        rank runs in them steps back."""
+        target = self.failed.step_back(plan, self._allowed)
+        if prepare and target not in (plan, planner.EAGER):
+            self._prepare(target)
+        return target
 
     def _allowed(self, plan: str) -> bool:
         """``auto`` may try ``plan``, and a failed plan may step back to it: not a plan ``verify`` marks
@@ -450,9 +416,3 @@ def _device(model: Any) -> tuple[str, str]:
 def _modules(model: Any, plan: str) -> int:
     modules = plan_modules(model, plan)
     return leaf_modules(modules[0]) if modules else 0
-
-
-def _first_lines(text: str, limit: int = 600) -> str:
-    """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
-    lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
-    return " ".join(lines[:3])[:limit] if lines else "(no message)"

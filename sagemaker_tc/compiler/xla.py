@@ -41,8 +41,9 @@ from typing import Any
 from sagemaker_tc import contract
 from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.dynamo import DynamoStats
+from sagemaker_tc.compiler.failures import error_summary
 from sagemaker_tc.compiler.regions import CompilePlan
-from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached, _first_lines
+from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
@@ -244,7 +245,7 @@ class XlaRuntime(CompilerRuntime):
         Raises:
             CompilerError: ``policy="strict"``, or a step already ran on the XLA device.
         """
-        reason = f"{type(error).__name__}: {_first_lines(str(error))}"
+        reason = error_summary(error)
         if self.config is not None and self.config.policy == "strict":
             raise CompilerError(f"XLA failed and policy='strict' does not fall back: {reason}") from error
         if not self._host_copies:

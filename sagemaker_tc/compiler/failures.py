@@ -1,0 +1,96 @@
+"""What failed in a job's compile plans, and where a failed plan steps back to.
+
+A plan that failed (a compiled call raised while the same call ran eagerly, or it ran out of
+memory) never runs again in the job; the job steps back to the next safer plan that has not failed
+(:data:`STEP_BACK`), else eager. Pure (no torch): :class:`~sagemaker_tc.compiler.runtime.CompilerRuntime`
+records failures here and installs what :meth:`PlanFailures.step_back` names.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from sagemaker_tc.errors import CompilerFallbackWarning
+
+logger = logging.getLogger("sagemaker_tc.compiler")
+
+EAGER = "eager"
+STEP_BACK: dict[str, tuple[str, ...]] = {"step": ("model", "regional"), "model": ("regional",), "regional": ()}
+"""The safer plans a failed plan steps back to, in order (eager after them all): each compiles less
+than the one before (``step``'s update and CUDA graphs, ``model``'s whole-model graph)."""
+FAILS_WITH: dict[str, tuple[str, ...]] = {"model": ("step",)}
+"""Plans a failure ends too: ``step`` compiles the same whole-model graph as ``model``."""
+
+
+class PlanFailures:
+    """The plan failures of one job process, in order.
+
+    Attributes:
+        records: one dict per failure: ``plan``, ``kind`` (``"compiler_error"`` or
+            ``"out_of_memory"``), ``reason`` (the error's first lines), ``at_step`` (optimizer steps
+            finished before it), ``ends`` (the plans it ended: the plan and :data:`FAILS_WITH`'s), and
+            ``stepped_back_to`` (set by the caller once it knows).
+    """
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def ended(self) -> set[str]:
+        """The plans that never run again in this job."""
+        return {name for record in self.records for name in record["ends"]}
+
+    def record(self, plan: str, kind: str, reason: str, step: int) -> dict[str, Any]:
+        """Record that ``plan`` failed; returns the record (``stepped_back_to`` still None)."""
+        record = {
+            "plan": plan,
+            "kind": kind,
+            "reason": reason,
+            "at_step": step,
+            "ends": [plan, *FAILS_WITH.get(plan, ())],
+            "stepped_back_to": None,
+        }
+        self.records.append(record)
+        return record
+
+    def step_back(self, plan: str, allowed: Callable[[str], bool]) -> str:
+        """``plan`` itself when it has not failed; else the first of its :data:`STEP_BACK` plans that
+        has not failed and ``allowed(name)`` accepts; else eager."""
+        ended = self.ended()
+        if plan not in ended:
+            return plan
+        return next((safer for safer in STEP_BACK.get(plan, ()) if safer not in ended and allowed(safer)), EAGER)
+
+
+def announce(failure: dict[str, Any]) -> None:
+    """Say a plan failed: the log's ``COMPILE PLAN`` line (and ``COMPILER FAILED, CONTINUING
+    UNCOMPILED`` when the job steps back to eager) and a :class:`CompilerFallbackWarning`."""
+    plan, reason, target = failure["plan"], failure["reason"], failure["stepped_back_to"]
+    logger.error(
+        "COMPILE PLAN: %s failed at step %d (%s: %s); stepping back to %s",
+        plan,
+        failure["at_step"],
+        failure["kind"],
+        reason,
+        target,
+    )
+    if target == EAGER:
+        logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
+    warnings.warn(
+        f"sagemaker-tc: plan {plan} failed ({reason}); training continues with {target}",
+        CompilerFallbackWarning,
+        stacklevel=4,
+    )
+
+
+def error_summary(error: BaseException) -> str:
+    """``"TypeName: first lines of the message"`` (:func:`first_lines`)."""
+    return f"{type(error).__name__}: {first_lines(str(error))}"
+
+
+def first_lines(text: str, limit: int = 600) -> str:
+    """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
+    lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
+    return " ".join(lines[:3])[:limit] if lines else "(no message)"
