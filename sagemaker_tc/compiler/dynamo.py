@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sagemaker_tc import _internals
@@ -138,3 +138,45 @@ class _RecompileLimitHandler(logging.Handler):
             "(%s). Bucket sequence lengths (TrainingCompilerConfig(buckets=...)) or pass dynamic=True.",
             summary,
         )
+
+
+class DynamoLimits:
+    """Dynamo's process-wide recompile limits, raised for one session and put back by :meth:`restore`.
+
+    Each compile plan compiles within a budget of its own (``torch.compile(recompile_limit=...,
+    isolate_recompiles=True)`` on torch 2.13, :func:`sagemaker_tc.compiler.regions.compile_plan_call`);
+    the global limits must still hold them: the accumulated limit (every budget's compiles of
+    ``Module._call_impl`` together) always, the per-code-object limit where ``torch.compile`` cannot
+    isolate a budget (torch before 2.13).
+    """
+
+    ACCUMULATED_HEADROOM = 256
+    """Left for the script's own compiled functions: dynamo's default accumulated limit."""
+
+    def __init__(self) -> None:
+        self._before: dict[str, int] = {}
+
+    def raise_recompile_limit(self, limit: int) -> None:
+        """Dynamo's per-code-object ``recompile_limit`` at least ``limit``."""
+        current = _internals.recompile_limit()
+        if limit > current:
+            self._before.setdefault("recompile_limit", current)
+            _internals.set_recompile_limit(limit)
+
+    def make_room_for(self, budgets: Mapping[str, int]) -> None:
+        """Room for each plan's budget (``{plan: compiles}``; three variants each: dynamic, static,
+        captured) in the accumulated limit and, before torch 2.13, in the per-code-object limit."""
+        wanted = sum(budgets.values()) * 3 + self.ACCUMULATED_HEADROOM
+        current = _internals.accumulated_recompile_limit()
+        if wanted > current:
+            self._before.setdefault("accumulated_recompile_limit", current)
+            _internals.set_accumulated_recompile_limit(wanted)
+        if not _internals.isolates_recompiles():
+            self.raise_recompile_limit(max(budgets.values()))
+
+    def restore(self) -> None:
+        """Put every limit this object raised back as it was."""
+        if "recompile_limit" in self._before:
+            _internals.set_recompile_limit(self._before.pop("recompile_limit"))
+        if "accumulated_recompile_limit" in self._before:
+            _internals.set_accumulated_recompile_limit(self._before.pop("accumulated_recompile_limit"))

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sagemaker_tc import _internals, contract
 from sagemaker_tc.compiler import history, known_wrong
 from sagemaker_tc.compiler.debug import DebugCapture
-from sagemaker_tc.compiler.dynamo import CompileWatch, inductor_cache_counters
+from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, inductor_cache_counters
 from sagemaker_tc.compiler.history import WorkloadKey
 from sagemaker_tc.compiler.report import JobFacts, build_report, print_metric_lines, write_report
 from sagemaker_tc.compiler.runtime import CompilerRuntime
@@ -123,7 +123,7 @@ class CompilerSession:
         self.extensions: dict[str, Any] = {}  # state an integration keeps for this session
         self.state = "new"
         self._undo: list[Callable[[], None]] = []
-        self._recompile_limit_before: int | None = None
+        self.limits = DynamoLimits()
 
     # -- life ------------------------------------------------------------------------------------
     def open(self) -> CompilerSession:
@@ -150,6 +150,7 @@ class CompilerSession:
             self.watch.install()
             self._undo.append(self.watch.uninstall)
             self._undo.append(_internals.compile_backward_with_forward())
+            self._undo.append(self.limits.restore)
             if self.debug is not None:
                 self.debug.install()
                 self._undo.append(self.debug.uninstall)
@@ -221,7 +222,7 @@ class CompilerSession:
         plan = self.runtime.attach(model, config or self.config)
         self.plan = plan
         if self.runtime.recompile_budgets and _torch_installed():
-            self._make_room_for(self.runtime.recompile_budgets)
+            self.limits.make_room_for(self.runtime.recompile_budgets)
         schedule = self.runtime.schedule
         if schedule is not None and self.job_cache is not None:
             schedule.workload.warm_cache = self.job_cache.outcome.get("state") == "warm"
@@ -266,24 +267,6 @@ class CompilerSession:
         entry = {"eager_step_seconds": self.runtime.eager_step_seconds(), "chosen": self.runtime.final_label()}
         history.write(self._history_folder(), key, {**entry, "plans": plans})
 
-    def _make_room_for(self, budgets: Mapping[str, int]) -> None:
-        """Dynamo's global limits raised to hold each plan's own recompile budget (restored at
-        :meth:`close`): the accumulated limit (every budget's compiles of ``Module._call_impl``
-        together, plus dynamo's default for the script's own), and, where ``torch.compile`` cannot
-        isolate a budget (torch before 2.13), the per-code-object limit."""
-        wanted_total = sum(budgets.values()) * 3 + 256  # dynamic, static and captured variants
-        current_total = _internals.accumulated_recompile_limit()
-        if wanted_total > current_total:
-            self._undo.append(lambda: _internals.set_accumulated_recompile_limit(current_total))
-            _internals.set_accumulated_recompile_limit(wanted_total)
-        if not _internals.isolates_recompiles():
-            current = _internals.recompile_limit()
-            if max(budgets.values()) > current:
-                if self._recompile_limit_before is None:
-                    self._recompile_limit_before = current
-                    self._undo.append(lambda: _internals.set_recompile_limit(self._recompile_limit_before))
-                _internals.set_recompile_limit(max(budgets.values()))
-
     def use_buckets(self, buckets: list[int]) -> BucketStats:
         """A bucketing collator joins: training runs static graphs from now on, and dynamo's
         ``recompile_limit`` makes room for one graph per bucket (restored at :meth:`close`).
@@ -293,13 +276,7 @@ class CompilerSession:
         """
         self.buckets.register(buckets)
         if _torch_installed():
-            current = _internals.recompile_limit()
-            wanted = recompile_limit_for_buckets(len(buckets), current)
-            if wanted != current:
-                if self._recompile_limit_before is None:
-                    self._recompile_limit_before = current
-                    self._undo.append(lambda: _internals.set_recompile_limit(self._recompile_limit_before))
-                _internals.set_recompile_limit(wanted)
+            self.limits.raise_recompile_limit(recompile_limit_for_buckets(len(buckets), _internals.recompile_limit()))
         return self.buckets
 
     def track_optimizer(self, optimizer: Any) -> None:
