@@ -5,8 +5,12 @@
   graph serves every block.
 - ``model``: the whole model's forward, loss included (Hugging Face models compute it when given
   labels), as one graph; AOTAutograd compiles its backward as one graph too.
-- ``step``: ``model``, plus the optimizer update (:mod:`sagemaker_tc.compiler.optimizers`), and on
-  CUDA with static shapes both captured in CUDA graphs (``mode="reduce-overhead"``: cudagraph trees).
+- ``step``: ``model``, plus the optimizer's fused update (:mod:`sagemaker_tc.compiler.optimizers`),
+  and on CUDA, asked for explicitly, forward and backward captured in CUDA graphs
+  (``mode="reduce-overhead"``: cudagraph trees) for static shapes in one process only.
+
+Each plan's compiled functions are shared by every module it compiles and have a recompile budget
+of their own (:func:`compile_plan`), so one plan's graphs never make another run eagerly.
 
 Everything is compiled in place: a plan installs a :class:`GuardedCall` in each module's compiled-call
 slot (the one ``Module.compile()`` fills), so the module objects, their ``state_dict()`` keys and
