@@ -172,6 +172,45 @@ def _innermost_dataloader():
     assert _internals.innermost_dataloader(plain) is plain  # torch_xla's side: tests_xla/test_xla.py
 
 
+def _recompile_budget_internals():
+    limit = _internals.accumulated_recompile_limit()
+    _internals.set_accumulated_recompile_limit(limit + 1)
+    assert _internals.accumulated_recompile_limit() == limit + 1
+    _internals.set_accumulated_recompile_limit(limit)
+    isolates = _internals.isolates_recompiles()  # torch.compile's own arguments: there in 2.13
+    assert isolates is True if torch.__version__.startswith("2.13.") else isinstance(isolates, bool)
+    assert _internals.module_call_function() is torch.nn.Module._call_impl
+    copy = _internals.module_call_function(copy_tag="check")
+    assert copy.__code__ is not torch.nn.Module._call_impl.__code__ and copy.__code__.co_name == "_call_impl__check"
+    layer = torch.nn.Linear(2, 2)
+    torch.testing.assert_close(copy(layer, torch.ones(1, 2)), layer(torch.ones(1, 2)))
+
+
+def _error_and_scheduler_internals():
+    overwritten = RuntimeError(
+        "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. Stack trace: ..."
+    )
+    assert _internals.is_cudagraph_overwritten(overwritten) and not _internals.is_cudagraph_overwritten(ValueError())
+    try:
+        raise RuntimeError("backend failed") from torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+    except RuntimeError as error:
+        assert _internals.is_out_of_memory(error)  # through the cause, as dynamo wraps it
+    assert not _internals.is_out_of_memory(RuntimeError("shapes cannot be multiplied"))
+    _internals.free_device_memory()
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    torch.optim.lr_scheduler.StepLR(optimizer, 1)  # wraps optimizer.step to learn it was called
+    assert _internals.is_lr_scheduler_step_wrapper(vars(optimizer)["step"])
+    assert not _internals.is_lr_scheduler_step_wrapper(torch.optim.SGD.step)
+
+    def replacement():
+        return None
+
+    stepped = _internals.keep_lr_scheduler_tracking(replacement, optimizer)
+    assert _internals.is_lr_scheduler_step_wrapper(replacement)
+    stepped()
+    assert optimizer._opt_called is True
+
+
 CHECKS = {
     "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
     "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
@@ -188,6 +227,12 @@ CHECKS = {
     "sagemaker-core _SageMakerContainer._get_compose_cmd_prefix": _sagemaker_core_docker_compose_lookup,
     "sagemaker-train ModelTrainer._metric_definitions": _sagemaker_train_metric_definitions,
     "torch_xla MpDeviceLoader._loader / accelerate DataLoaderAdapter.base_dataloader": _innermost_dataloader,
+    "torch.compile(isolate_recompiles) / dynamo accumulated_recompile_limit / Module._call_impl": (
+        _recompile_budget_internals
+    ),
+    "cudagraph trees' overwritten error / torch.OutOfMemoryError / LR scheduler's _wrapped_by_lr_sched": (
+        _error_and_scheduler_internals
+    ),
 }
 
 
