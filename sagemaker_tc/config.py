@@ -5,6 +5,7 @@ Imports only pydantic and the standard library, so the SDK side never needs torc
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -339,3 +340,41 @@ class TrainingCompilerConfig(BaseModel):
         if not isinstance(data, dict):
             raise ConfigError(f"TrainingCompilerConfig must be a JSON object, got {type(data).__name__}")
         return cls(**data)
+
+
+def checked_config(value: Any, *, argument: str = "compiler_config") -> TrainingCompilerConfig | None:
+    """``value`` where a config enters the SDK (the estimators, ``ModelTrainer``, ``compile_model``):
+    None, or a :class:`TrainingCompilerConfig` that passes its own validators. pydantic's
+    ``model_copy(update=...)`` and ``model_construct(...)`` build a config without running them
+    (``model_copy(update={"backend": "bogus"})``), so every field is validated again here.
+
+    Args:
+        value: the argument as given.
+        argument: its name, for the message.
+
+    Returns:
+        ``value`` itself.
+
+    Raises:
+        ConfigError: ``value`` is another type (a dict: build ``TrainingCompilerConfig(**it)``), or
+            a field its validators refuse (the message names the field and what is accepted).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, TrainingCompilerConfig):
+        hint = f": pass TrainingCompilerConfig(**{argument}) instead of the dict" if isinstance(value, dict) else ""
+        raise ConfigError(
+            f"{argument} must be a sagemaker_tc.TrainingCompilerConfig, got "
+            f"{type(value).__module__}.{type(value).__qualname__}{hint}"
+        )
+    fields = {name: getattr(value, name) for name in type(value).model_fields}
+    try:
+        with warnings.catch_warnings():  # its ConfigWarnings were given when it was built
+            warnings.simplefilter("ignore", ConfigWarning)
+            type(value)(**fields)
+    except ConfigError as error:
+        raise ConfigError(
+            f"{argument} did not pass TrainingCompilerConfig's checks (a config changed with model_copy(update=...) "
+            f"or made with model_construct(...) skips them; build it with TrainingCompilerConfig(...)): {error}"
+        ) from None
+    return value

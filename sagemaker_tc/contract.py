@@ -74,6 +74,8 @@ ENV_LOCAL_RANK = "LOCAL_RANK"
 ENV_TORCH_MASTER_ADDR = "MASTER_ADDR"  # the rendezvous store torchrun's agent serves to its workers
 ENV_TORCH_MASTER_PORT = "MASTER_PORT"
 ENV_USE_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"  # "True": the store at MASTER_ADDR:MASTER_PORT is the agent's
+# torchrun --log-dir as a variable (torchrun reads PET_<OPTION>); unset, torchrun leaves /tmp/torchelastic_*/ behind.
+ENV_TORCHRUN_LOG_DIR = "PET_LOG_DIR"
 # torch's own variables the launcher sets (never over a value the user set).
 ENV_INDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 ENV_TORCH_LOGS = "TORCH_LOGS"
@@ -129,6 +131,8 @@ ENV_PYTHONPATH = "PYTHONPATH"  # the driver puts its folder (sagemaker_tc's cont
 MAX_ENVIRONMENT_VALUE_CHARS = 512
 # Debug artifacts and the report live here, under $SM_OUTPUT_DATA_DIR (SMTC's DEBUG_PATH).
 COMPILER_OUTPUT_DIRNAME = "compiler"
+# sagemaker-tc's temporary folders in a job: $SM_OUTPUT_DIR/<this>/ (not uploaded; sagemaker_tc.scratch)
+SCRATCH_DIRNAME = "sagemaker-tc-tmp"
 REPORT_FILENAME = "report.json"
 
 # Metric lines the runtime prints on stdout (``[sagemaker-tc] name=value``), and the estimator's

@@ -15,6 +15,12 @@ class ConfigError(SagemakerTCError, ValueError):
     """A ``TrainingCompilerConfig`` field or value is not accepted (unknown field, bad value or type)."""
 
 
+class ModelArgumentError(SagemakerTCError, TypeError, ValueError):
+    """``compile_model`` was given something other than a ``torch.nn.Module`` instance (None, a model
+    name, a function, the model's class); the message says what it got. Raised before the compiler
+    session is touched."""
+
+
 class EstimatorArgumentError(SagemakerTCError, ValueError):
     """An estimator argument is missing or has a value the estimator cannot use."""
 

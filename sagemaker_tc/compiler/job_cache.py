@@ -6,6 +6,10 @@ reaches the ranks in ``SM_TC_CACHE`` (:meth:`JobCache.export` / :meth:`JobCache.
 session of global rank 0 (always on the first host) saves the folder when its script has ended
 (:meth:`JobCache.save`), so the job's one ``report.json`` holds both the load and the save; the
 process that made the private folder removes it last (:meth:`JobCache.remove_private_dir`).
+
+Every job with the compiler on, cached or not, compiles into a private folder in the job's own
+folders (:func:`private_inductor_dir`, :mod:`sagemaker_tc.scratch`), not torch's default
+``/tmp/torchinductor_<user>``, unless the user chose ``TORCHINDUCTOR_CACHE_DIR``.
 """
 
 from __future__ import annotations
@@ -14,14 +18,14 @@ import getpass
 import json
 import logging
 import os
-import shutil
 import tempfile
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc import contract
+from sagemaker_tc import contract, scratch
 from sagemaker_tc.compiler.cache import CompileCache
 from sagemaker_tc.config import TrainingCompilerConfig
 
@@ -36,6 +40,41 @@ def default_inductor_dir() -> str:
     except (KeyError, OSError):
         user = f"uid_{os.getuid()}"
     return os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
+
+
+def uses_default_inductor_dir(environ: Mapping[str, str]) -> bool:
+    """True when nobody chose ``TORCHINDUCTOR_CACHE_DIR``: unset, empty, or torch's default (importing
+    transformers writes the default into ``os.environ``, so a job can inherit it without anyone choosing it)."""
+    return environ.get(contract.ENV_INDUCTOR_CACHE_DIR) in (None, "", default_inductor_dir())
+
+
+@contextmanager
+def private_inductor_dir(environ: MutableMapping[str, str]) -> Iterator[Path | None]:
+    """For the block, point ``TORCHINDUCTOR_CACHE_DIR`` at a new folder in the job's own folders
+    (:func:`sagemaker_tc.scratch.make_temp_dir`), unless the user (or a parent launcher) chose one:
+    what torch compiles, and what importing it creates, stays out of the machine's ``/tmp``. At the
+    end the folder is removed and the variable put back.
+
+    Yields:
+        The folder; None when the chosen one is kept.
+
+    Raises:
+        OSError: no folder can be made.
+    """
+    if not uses_default_inductor_dir(environ):
+        yield None
+        return
+    before = environ.get(contract.ENV_INDUCTOR_CACHE_DIR)
+    folder = scratch.make_temp_dir("sagemaker-tc-inductor-", environ)
+    environ[contract.ENV_INDUCTOR_CACHE_DIR] = str(folder)
+    try:
+        yield folder
+    finally:
+        scratch.remove_temp_dir(folder)
+        if before is None:
+            environ.pop(contract.ENV_INDUCTOR_CACHE_DIR, None)
+        else:
+            environ[contract.ENV_INDUCTOR_CACHE_DIR] = before
 
 
 def is_first_host(environ: Mapping[str, str]) -> bool:
@@ -71,9 +110,9 @@ class JobCache:
         into ``os.environ``, so a ``local_process`` job can inherit it without anyone choosing it).
         Never raises over the cache itself (a bad cache loads cold, see :meth:`CompileCache.load`).
         """
-        private = environ.get(contract.ENV_INDUCTOR_CACHE_DIR) in (None, "", default_inductor_dir())
+        private = uses_default_inductor_dir(environ)
         if private:
-            environ[contract.ENV_INDUCTOR_CACHE_DIR] = tempfile.mkdtemp(prefix="sagemaker-tc-inductor-")
+            environ[contract.ENV_INDUCTOR_CACHE_DIR] = str(scratch.make_temp_dir("sagemaker-tc-inductor-", environ))
         folder = Path(environ[contract.ENV_INDUCTOR_CACHE_DIR])
         cache = CompileCache(config.cache or "", folder)
         outcome = cache.load().to_dict()
@@ -115,4 +154,4 @@ class JobCache:
     def remove_private_dir(self) -> None:
         """Remove the folder :meth:`open` made (nothing when the user chose the folder)."""
         if self.private_dir is not None:
-            shutil.rmtree(self.private_dir, ignore_errors=True)
+            scratch.remove_temp_dir(self.private_dir)

@@ -25,9 +25,11 @@ update alone (:meth:`CompilerRuntime._captures`).
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +98,28 @@ class CompilerRuntime:
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
         """Prepare ``model``'s compile plans under ``config`` (compiled lazily, in place) and, on the
         first attach, set the schedule. Returns what the configured plan compiles (``auto``: the
-        ``regional`` plan's regions, the cheapest)."""
+        ``regional`` plan's regions, the cheapest).
+
+        All or nothing: when it raises, the runtime is as it was before the call (``model``'s slots
+        emptied, its forward pre-hook removed), so a later attach of a good model works.
+
+        Raises:
+            Exception: whatever preparing the plans raised (a model whose parameters cannot be read).
+        """
+        saved = {
+            name: copy.copy(value) if isinstance(value, (list, dict)) else value for name, value in vars(self).items()
+        }
+        try:
+            return self._attach(model, config)
+        except BaseException:
+            for attached in self._attached[len(saved["_attached"]) :]:
+                for slots in attached.slots.values():
+                    slots.uninstall()
+                self._set_pre_hook(attached, enabled=False)
+            vars(self).update(saved)
+            raise
+
+    def _attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
         self.attention = _internals.attention_implementation(model) or self.attention
         first = self.config is None
         self.config = config
@@ -126,10 +149,11 @@ class CompilerRuntime:
         self._activate(self._effective(self.schedule.first_plan(self.active)))
         return plan
 
-    def add_model_call_listener(self, listener: Any) -> None:
+    def add_model_call_listener(self, listener: Any) -> Callable[[], None]:
         """Call ``listener(module, args, kwargs)`` before each call of an attached model (outside any
-        compiled graph; the plain-loop step watcher)."""
+        compiled graph; the plain-loop step watcher). Returns the listener's removal."""
         self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def track_optimizer(self, optimizer: Any) -> None:
         """Remember an optimizer the job steps (the ``step`` plan switches its update)."""

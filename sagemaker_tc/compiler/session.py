@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,6 +179,24 @@ class CompilerSession:
         """Run ``undo`` at :meth:`close` (hooks an integration installed), last added first."""
         self._undo.append(undo)
 
+    @contextmanager
+    def setup(self) -> Iterator[CompilerSession]:
+        """An integration's setup (``compile_model``), all or nothing: when the block raises, every
+        undo it added with :meth:`add_cleanup` runs (last added first) and the session's
+        ``integration``, ``extensions`` and ``plan`` are put back, so the next call starts from the
+        session as it was (:meth:`attach` puts the runtime back itself)."""
+        mark, kept = len(self._undo), (self.integration, dict(self.extensions), self.plan)
+        try:
+            yield self
+        except BaseException:
+            while len(self._undo) > mark:
+                try:
+                    self._undo.pop()()
+                except Exception:  # undoing one hook must not keep the others in place
+                    logger.exception("Could not undo a compiler hook")
+            self.integration, self.extensions, self.plan = kept
+            raise
+
     def close(self) -> dict[str, Any] | None:
         """End the session: save the compile cache and write the report (global rank 0 of a
         launcher's session), then undo every hook. Never raises over the report or the cache (the
@@ -218,7 +237,12 @@ class CompilerSession:
     def attach(self, model: Any, config: TrainingCompilerConfig | None = None) -> CompilePlan:
         """Prepare ``model``'s compile plans by ``config`` (default the session's) and remember what
         the configured plan compiles. With a compile cache, ``plan="auto"`` starts from what earlier
-        jobs measured (:mod:`sagemaker_tc.compiler.history`)."""
+        jobs measured (:mod:`sagemaker_tc.compiler.history`).
+
+        Raises:
+            Exception: whatever the runtime's attach raised; the runtime and the session's plan are
+                then as before the call (:meth:`CompilerRuntime.attach` is all or nothing).
+        """
         plan = self.runtime.attach(model, config or self.config)
         self.plan = plan
         if self.runtime.recompile_budgets and _torch_installed():

@@ -143,9 +143,9 @@ class XlaRuntime(CompilerRuntime):
         self._host_copies: list[Callable[[], None]] = []  # each puts a parameter or buffer back on the host
         self._baseline = (0, 0.0, 0)
 
-    def attach(self, model: Any, config: TrainingCompilerConfig) -> CompilePlan:
+    def _attach(self, model: Any, config: TrainingCompilerConfig) -> CompilePlan:
         """Put ``model`` on the XLA device (kept there when a ``Trainer`` already put it there) and
-        move each call's tensor inputs to it.
+        move each call's tensor inputs to it (:meth:`CompilerRuntime.attach` undoes a failed one).
 
         Raises:
             CompilerError: torch_xla is missing, or the job runs more than one process.

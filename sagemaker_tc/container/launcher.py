@@ -37,22 +37,21 @@ job: its training is complete, the model is kept, and the log says exactly that 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import io
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import traceback
 import types
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
-from sagemaker_tc import contract
-from sagemaker_tc.compiler.job_cache import JobCache
+from sagemaker_tc import contract, scratch
+from sagemaker_tc.compiler.job_cache import JobCache, private_inductor_dir
 from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.container import watchdog
@@ -232,8 +231,13 @@ def run(entry_point: str, args: Sequence[str], *, program: bool = False) -> None
 def _run(entry_point: str, args: Sequence[str], *, program: bool) -> None:
     settings = contract.settings_from_environment(os.environ)
     script = _resolve_script(entry_point)
-    command = torchrun_command(str(script), args, os.environ)
     config = settings.config if settings is not None and settings.config.enabled else None
+    with private_inductor_dir(os.environ) if config is not None else contextlib.nullcontext():
+        _run_job(script, args, config, program=program)
+
+
+def _run_job(script: Path, args: Sequence[str], config: TrainingCompilerConfig | None, *, program: bool) -> None:
+    command = torchrun_command(str(script), args, os.environ)
     job_cache = configure(config, os.environ) if config is not None else None
     if command is not None:
         if job_cache is not None:
@@ -340,13 +344,14 @@ def _run_ranks(command: Sequence[str], processes: int = 1) -> None:
     exactly that, and the host succeeds (the training and the model are complete).
     """
     logger.info("Launching torchrun: %s", " ".join(command))
-    state_dir = tempfile.mkdtemp(prefix="sagemaker-tc-ranks-")
+    state_dir = scratch.make_temp_dir("sagemaker-tc-ranks-", os.environ)
     try:
-        env = {**os.environ, contract.ENV_RANK_STATE_DIR: state_dir}
+        env = {**os.environ, contract.ENV_RANK_STATE_DIR: str(state_dir)}
+        env.setdefault(contract.ENV_TORCHRUN_LOG_DIR, str(state_dir / "torchrun"))  # removed with state_dir
         exit_code = subprocess.run(command, env=env, check=False).returncode
-        endings = watchdog.rank_endings(Path(state_dir))
+        endings = watchdog.rank_endings(state_dir)
     finally:
-        shutil.rmtree(state_dir, ignore_errors=True)
+        scratch.remove_temp_dir(state_dir)
     failure = Path(os.environ.get(contract.ENV_OUTPUT_DIR, ".")) / "failure"
     host = os.environ.get(contract.ENV_CURRENT_HOST, "host")
     if exit_code == 0 and failure.exists():

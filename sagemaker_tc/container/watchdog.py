@@ -36,14 +36,13 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
-from sagemaker_tc import contract
+from sagemaker_tc import contract, scratch
 from sagemaker_tc.errors import LauncherError
 
 logger = logging.getLogger("sagemaker_tc.watchdog")
@@ -96,8 +95,8 @@ class WatchSpec:
         grace_s: the grace period, seconds.
         stack_path: where the job process's ``faulthandler`` writes.
         failure_path: ``$SM_OUTPUT_DIR/failure`` (None outside a job: nothing is written).
-        state_dir: the folder of the job process's files.
-        owns_state_dir: remove ``state_dir`` when the job process has ended.
+        state_dir: the folder of the job process's files (in the job's folders: :mod:`sagemaker_tc.scratch`).
+        owns_state_dir: remove ``state_dir`` when the watcher ends, however the job process ended.
         reports_crash: write a crash of the job process into the failure file (False under
             sagemaker-tc's torchrun, whose parent launcher reports its ranks).
         main_thread: the job process's main thread id (its stack is shown first).
@@ -133,7 +132,7 @@ class Watchdog:
             OSError: the state folder, the stack file, the pipe or the watcher process cannot be made.
         """
         given = environ.get(contract.ENV_RANK_STATE_DIR)
-        state_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="sagemaker-tc-watch-"))
+        state_dir = Path(given) if given else scratch.make_temp_dir("sagemaker-tc-watch-", environ)
         stack_path = state_dir / f"{process_slug(environ)}.stack"
         stack_file = open(stack_path, "w", encoding="utf-8")  # noqa: SIM115 - open for the process's life
         faulthandler.enable(file=stack_file, all_threads=True)

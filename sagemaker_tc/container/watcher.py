@@ -19,12 +19,12 @@ import json
 import logging
 import os
 import select
-import shutil
 import signal
 import sys
 import time
 from pathlib import Path
 
+from sagemaker_tc import scratch
 from sagemaker_tc.container.watchdog import (
     DUMP_SIGNAL,
     WatchSpec,
@@ -139,18 +139,26 @@ def _wait_for_dump(stack_path: Path, before: int) -> str:
 
 
 def _after_exit(watch: _Watch) -> None:
-    """The job process has ended: report a crash where no parent launcher will, then clean up."""
+    """The job process has ended: report a crash where no parent launcher will."""
     spec = watch.spec
     if spec.reports_crash:
         (ending,) = rank_endings(Path(spec.state_dir)) or (None,)
         if ending is not None and ending.fatal is not None:
             write_failure_once(spec.failure_path, crash_reason(spec.label, ending))
-    if spec.owns_state_dir:
-        shutil.rmtree(spec.state_dir, ignore_errors=True)
 
 
 def watch(spec: WatchSpec) -> int:
-    """The watcher's loop (module docstring): returns when the job process has ended or was stopped."""
+    """The watcher's loop (module docstring): returns when the job process has ended or was stopped.
+    Whichever way it ended (finished, failed, stuck and stopped, orphaned), the state folder the
+    watcher owns (the job process's stack file) is removed on the way out."""
+    try:
+        return _watch(spec)
+    finally:
+        if spec.owns_state_dir:
+            scratch.remove_temp_dir(spec.state_dir)
+
+
+def _watch(spec: WatchSpec) -> int:
     state = _Watch(spec)
     buffer, eof = b"", False
     while True:
@@ -185,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the job process; the watcher follows it
+    # Ctrl-C or a SIGTERM stops the job process; the watcher follows it within POLL_S, removing its state folder.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return watch(WatchSpec(**json.loads(args[0])))
 
 

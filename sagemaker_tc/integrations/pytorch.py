@@ -6,8 +6,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.compiler.plans import describe
-from sagemaker_tc.compiler.session import CompilerSession, session_for
-from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.compiler.session import CompilerSession, current_session, session_for
+from sagemaker_tc.config import TrainingCompilerConfig, checked_config
+from sagemaker_tc.errors import ModelArgumentError
 
 if TYPE_CHECKING:
     import torch
@@ -52,7 +53,7 @@ class StepWatcher:
             watcher = session.extensions[_WATCHER_KEY] = cls(session)
             hook = torch.compiler.disable(watcher.on_optimizer_step)
             session.add_cleanup(register_optimizer_step_post_hook(hook).remove)
-            session.runtime.add_model_call_listener(watcher.on_forward)
+            session.add_cleanup(session.runtime.add_model_call_listener(watcher.on_forward))
         return watcher
 
     def on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
@@ -100,13 +101,57 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     next ``optimizer.step()`` (any optimizer, via torch's global optimizer step hook); its samples are
     the leading dimension of the first tensor input of each forward.
 
+    A call that raises leaves the process's compiler state as it was: the hooks it installed are
+    undone, and a session it opened is closed, so a later call with a good model works.
+
     Returns:
         ``model`` itself.
 
     Raises:
-        ConfigError: the job's settings in the environment are malformed.
+        ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance (None, a name, a
+            function, the model's class).
+        ConfigError: ``config`` is not a ``TrainingCompilerConfig`` (a dict, say) or does not pass its
+            checks, or the job's settings in the environment are malformed.
     """
+    check_model(model)
+    checked_config(config, argument="config")
+    opened = current_session() is None
     session = session_for(config)
+    try:
+        with session.setup():
+            return _compile(session, model, config)
+    except BaseException:
+        if opened:
+            session.close()
+        raise
+
+
+def check_model(model: Any) -> None:
+    """Refuse what ``compile_model`` cannot compile, before any compiler state is touched.
+
+    Raises:
+        ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance.
+    """
+    import torch
+
+    if isinstance(model, torch.nn.Module):
+        return
+    name = getattr(model, "__qualname__", None)
+    if isinstance(model, type) and issubclass(model, torch.nn.Module):
+        got = f"the class {name} itself: build the model first, e.g. compile_model({name}(...))"
+    elif isinstance(model, str):
+        got = f"the string {model[:80]!r}: load the model first (from_pretrained(...)) and pass it"
+    elif model is None:
+        got = "None"
+    else:
+        got = f"{type(model).__module__}.{type(model).__qualname__}"
+    raise ModelArgumentError(f"compile_model expected a torch.nn.Module instance (your model), got {got}")
+
+
+def _compile(
+    session: CompilerSession, model: torch.nn.Module, config: TrainingCompilerConfig | None
+) -> torch.nn.Module:
+    """:func:`compile_model`'s work in ``session`` (arguments checked)."""
     config = config or session.config
     session.integration = session.integration or "pytorch"
     StepWatcher.of(session)

@@ -14,7 +14,7 @@ from typing import Any
 
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 
-from sagemaker_tc.config import TrainingCompilerConfig
+from sagemaker_tc.config import TrainingCompilerConfig, checked_config
 from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, UnsupportedInstanceTypeError
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
 from sagemaker_tc.sdk.local_process import local_path
@@ -123,17 +123,14 @@ def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, Instan
 
 
 def check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
-    """Return ``config`` if it is None or a :class:`~sagemaker_tc.config.TrainingCompilerConfig`.
+    """Return ``config`` if it is None or a :class:`~sagemaker_tc.config.TrainingCompilerConfig` that
+    passes its own validators (:func:`~sagemaker_tc.config.checked_config`).
 
     Raises:
-        ConfigError: any other object, e.g. SMTC's ``sagemaker.huggingface.TrainingCompilerConfig``.
+        ConfigError: any other object, e.g. SMTC's ``sagemaker.huggingface.TrainingCompilerConfig``,
+            or a config built around its validators (``model_copy(update={"backend": "bogus"})``).
     """
-    if config is None or isinstance(config, TrainingCompilerConfig):
-        return config
-    raise ConfigError(
-        f"compiler_config must be a sagemaker_tc.TrainingCompilerConfig, got {type(config).__module__}."
-        f"{type(config).__qualname__}"
-    )
+    return checked_config(config, argument="compiler_config")
 
 
 def check_backend(

@@ -9,6 +9,7 @@ is a :class:`HostCommand`.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+from sagemaker_tc import contract
 
 # After one host fails, the others get this long to fail on their own (a peer's collective errors
 # out when its partner dies) before they are stopped.
@@ -54,13 +57,15 @@ def _stream(pipe: TextIO, sink: TextIO | None, prefix: str) -> None:
             sink.flush()
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """SIGKILL the job's whole process group (the toolkit and the user's script under it)."""
+def _stop(process: subprocess.Popen, job_dir: Path) -> None:
+    """SIGKILL the job's whole process group (the toolkit and the user's script under it), then remove
+    the temporary folders its processes could not (``output/sagemaker-tc-tmp``: :mod:`sagemaker_tc.scratch`)."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     process.wait()
+    shutil.rmtree(job_dir / "output" / contract.SCRATCH_DIRNAME, ignore_errors=True)
 
 
 def _start_host(command: HostCommand, environment: dict[str, str]) -> subprocess.Popen:
@@ -98,8 +103,8 @@ def run_hosts(
             streamers.append(streamer)
         exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run)
     except BaseException:  # e.g. Ctrl-C in the notebook: stop every host, then let the interrupt through
-        for process in processes.values():
-            _stop(process)
+        for host, process in processes.items():
+            _stop(process, job_dirs[host])
         raise
     for streamer in streamers:
         streamer.join()
@@ -129,7 +134,7 @@ def _wait_for_hosts(
         if now > deadline:
             for host, process in processes.items():
                 if host not in exit_codes:
-                    _stop(process)
+                    _stop(process, job_dirs[host])
                     exit_codes[host] = process.returncode
                     _write_failure_once(
                         job_dirs[host], f"MaxRuntimeExceeded: the job ran longer than {max_run} seconds and was stopped"
@@ -137,7 +142,7 @@ def _wait_for_hosts(
         elif stop_others_at is not None and now > stop_others_at:
             for host, process in processes.items():
                 if host not in exit_codes:
-                    _stop(process)
+                    _stop(process, job_dirs[host])
                     exit_codes[host] = process.returncode
                     _write_failure_once(job_dirs[host], f"{STOPPED_PREFIX}{failed_host} failed")
         time.sleep(0.2)

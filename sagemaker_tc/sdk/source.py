@@ -7,7 +7,6 @@ import gzip
 import hashlib
 import io
 import os
-import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 import sagemaker_tc
 from sagemaker_tc.contract import DRIVER_PROGRAM, LAUNCHER_PROGRAM
 from sagemaker_tc.errors import EstimatorArgumentError, SourceNotFoundError
-from sagemaker_tc.sdk.source_tree import skipped, source_entries
+from sagemaker_tc.sdk.source_tree import SourceEntry, copy_entries, skipped, source_entries
 
 LAUNCHER_SOURCE = '''"""Injected by sagemaker-tc: configures the training compiler, then runs your entry point."""
 
@@ -116,28 +115,38 @@ def _is_runtime_file(arcname: str) -> bool:
     return Path(arcname).parts[:2] != (RUNTIME_PACKAGE, "sdk") and not skipped(arcname)
 
 
-def _runtime_filter(tarinfo: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    return tarinfo if _is_runtime_file(tarinfo.name) else None
+def runtime_entries(package_dir: Path | None = None) -> list[SourceEntry]:
+    """The container side of the ``sagemaker_tc`` package (everything but ``sagemaker_tc/sdk`` and
+    caches), named relative to the package: what the launcher and the driver ship, listed by the same
+    rules as ``source_dir`` (:mod:`sagemaker_tc.sdk.source_tree`).
+
+    Args:
+        package_dir: the package folder; default the installed ``sagemaker_tc``.
+
+    Raises:
+        SourceLinkError: a link in the package leads outside it, dangles or loops.
+    """
+    package_dir = (package_dir or Path(sagemaker_tc.__file__).parent).resolve()
+    listed = source_entries(package_dir, opt_in=None, name=f"the {RUNTIME_PACKAGE} package")
+    return [entry for entry in listed if _is_runtime_file(f"{RUNTIME_PACKAGE}/{entry.arcname}")]
 
 
-def write_driver_folder(destination: Path) -> Path:
+def write_driver_folder(destination: Path, *, package_dir: Path | None = None) -> Path:
     """Write the folder SDK v3's ModelTrainer ships as its distributed driver: ``sagemaker_tc_driver.py``
-    and the container side of ``sagemaker_tc`` (everything but ``sagemaker_tc/sdk``), so a stock image
-    runs the driver with no pip install.
+    and the container side of ``sagemaker_tc`` (:func:`runtime_entries`), so a stock image runs the
+    driver with no pip install.
 
     Args:
         destination: a folder that does not exist yet.
+        package_dir: the package folder to copy; default the installed ``sagemaker_tc``.
 
     Returns:
         ``destination``.
+
+    Raises:
+        SourceLinkError: see :func:`runtime_entries` (checked before anything is written).
     """
-    package_dir = Path(sagemaker_tc.__file__).resolve().parent
-
-    def ignored(folder: str, names: list[str]) -> set[str]:
-        prefix = Path(RUNTIME_PACKAGE, Path(folder).relative_to(package_dir))
-        return {name for name in names if not _is_runtime_file((prefix / name).as_posix())}
-
-    shutil.copytree(package_dir, destination / RUNTIME_PACKAGE, ignore=ignored)
+    copy_entries(runtime_entries(package_dir), destination / RUNTIME_PACKAGE)
     (destination / DRIVER_PROGRAM).write_text(DRIVER_SOURCE, encoding="utf-8")
     return destination
 
@@ -175,6 +184,7 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
             (checked again here: the folder may have changed since the estimator was built).
     """
     user_files = _user_entries(spec, inject_launcher=inject_launcher)  # every check before any byte is written
+    package_files = runtime_entries() if inject_launcher else []
     destination.mkdir(parents=True, exist_ok=True)
     archive = destination / "sourcedir.tar.gz"
     # Links in source_dir are packed as what they point to (source_entries resolved and checked them).
@@ -192,8 +202,9 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
             info.size = len(data)
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
-            package_dir = Path(sagemaker_tc.__file__).resolve().parent
-            tar.add(package_dir, arcname=RUNTIME_PACKAGE, filter=_runtime_filter)
+            tar.add(Path(sagemaker_tc.__file__).resolve().parent, arcname=RUNTIME_PACKAGE, recursive=False)
+            for entry in package_files:
+                tar.add(entry.path, arcname=f"{RUNTIME_PACKAGE}/{entry.arcname}", recursive=False)
     return archive
 
 

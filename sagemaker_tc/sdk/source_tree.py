@@ -4,15 +4,18 @@ Everything under ``source_dir`` is shipped except ``__pycache__``, ``.git``, ``.
 and ``*.pyc``. A symbolic link is shipped as what it points to, when that is inside ``source_dir``.
 A link that resolves outside it (``passwd -> /etc/passwd``, ``aws -> ~/.aws``) would upload files the
 user never meant to ship, so it is refused unless the estimator was given
-``allow_symlinks_outside_source_dir=True``. A link that points nowhere, or a folder link that leads
-back to a folder containing it (``up -> ..``), is refused with the link's name: packing could not
-finish or would ship nothing.
+``allow_symlinks_outside_source_dir=True`` (``sagemaker_tc.ModelTrainer`` has no such option). A
+link that points nowhere, or a folder link that leads back to a folder containing it (``up -> ..``),
+is refused with the link's name: packing could not finish or would ship nothing.
 """
 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
+import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,66 +45,113 @@ def skipped(arcname: str) -> bool:
     return any(part in SKIPPED_NAMES for part in arcname.split("/")) or arcname.endswith(SKIPPED_SUFFIXES)
 
 
-def source_entries(root: Path, *, allow_outside: bool = False) -> list[SourceEntry]:
+ESTIMATOR_OPT_IN = "or pass allow_symlinks_outside_source_dir=True to the estimator if you mean to ship it"
+"""How an estimator's user ships a link outside ``source_dir`` on purpose (the end of the refusal)."""
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The rules of one listing: the root and what refusals call it, the opt-in, the names left out."""
+
+    root: Path
+    allow_outside: bool
+    ignore_patterns: tuple[str, ...]
+    opt_in: str | None
+    name: str
+
+    def ignored(self, name: str, arcname: str) -> bool:
+        return skipped(arcname) or any(fnmatch.fnmatch(name, pattern) for pattern in self.ignore_patterns)
+
+
+def source_entries(
+    root: Path,
+    *,
+    allow_outside: bool = False,
+    ignore_patterns: Sequence[str] = (),
+    opt_in: str | None = ESTIMATOR_OPT_IN,
+    name: str = "source_dir",
+) -> list[SourceEntry]:
     """Every file and folder under ``root`` to ship, in a stable (sorted) order, links resolved.
+
+    The one listing of a source folder: the estimators pack it into ``sourcedir.tar.gz``, and
+    ``sagemaker_tc.ModelTrainer`` checks it before sagemaker-train uploads, mounts or copies the folder.
 
     Args:
         root: ``source_dir``, resolved (absolute, no links).
         allow_outside: follow links that resolve outside ``root`` (the user opted in).
+        ignore_patterns: names left out, as ``shutil.ignore_patterns`` matches them (each file or
+            folder name against each glob pattern); what they match is neither listed nor checked.
+        opt_in: how the user may ship a link outside ``root`` on purpose (ends that refusal); None
+            where there is no such option.
+        name: what refusals call ``root``.
 
     Raises:
         SourceLinkError: a link resolves outside ``root`` (unless ``allow_outside``), points to
             nothing, is part of a link loop, or leads to a folder that contains it.
     """
     entries: list[SourceEntry] = []
-    _visit(root, "", (root,), root=root, allow_outside=allow_outside, entries=entries)
+    walk = _Walk(root, allow_outside, tuple(ignore_patterns), opt_in, name)
+    _visit(root, "", (root,), walk=walk, entries=entries)
     return entries
 
 
-def _visit(
-    folder: Path, prefix: str, ancestors: tuple[Path, ...], *, root: Path, allow_outside: bool, entries: list
-) -> None:
+def _visit(folder: Path, prefix: str, ancestors: tuple[Path, ...], *, walk: _Walk, entries: list) -> None:
     for child in sorted(folder.iterdir(), key=lambda path: path.name):
         arcname = f"{prefix}{child.name}"
-        if skipped(arcname):
+        if walk.ignored(child.name, arcname):
             continue
-        target = _follow(child, arcname, root=root, allow_outside=allow_outside) if child.is_symlink() else child
+        target = _follow(child, arcname, walk) if child.is_symlink() else child
         if not target.is_dir():
             entries.append(SourceEntry(target, arcname, is_dir=False))
             continue
         if target in ancestors:
             raise SourceLinkError(
-                f"source_dir link {arcname!r} points to {os.readlink(child)!r}, a folder that contains the link: "
+                f"{walk.name} link {arcname!r} points to {os.readlink(child)!r}, a folder that contains the link: "
                 "packing it would never end (a symlink loop); remove the link"
             )
         entries.append(SourceEntry(target, arcname, is_dir=True))
-        _visit(target, f"{arcname}/", (*ancestors, target), root=root, allow_outside=allow_outside, entries=entries)
+        _visit(target, f"{arcname}/", (*ancestors, target), walk=walk, entries=entries)
 
 
-def _follow(link: Path, arcname: str, *, root: Path, allow_outside: bool) -> Path:
+def _follow(link: Path, arcname: str, walk: _Walk) -> Path:
     """The resolved target of ``link``, checked against the rules in the module docstring."""
     written = os.readlink(link)
     try:
         target = link.resolve(strict=True)
     except FileNotFoundError:
         raise SourceLinkError(
-            f"source_dir link {arcname!r} points to {written!r}, which does not exist (a dangling link): "
+            f"{walk.name} link {arcname!r} points to {written!r}, which does not exist (a dangling link): "
             "remove the link or fix its target"
         ) from None
     except (RuntimeError, OSError) as error:  # RuntimeError: Python < 3.13's "Symlink loop"
         if isinstance(error, OSError) and error.errno != errno.ELOOP:
             raise SourceLinkError(
-                f"source_dir link {arcname!r} points to {written!r}, which cannot be read: {error}"
+                f"{walk.name} link {arcname!r} points to {written!r}, which cannot be read: {error}"
             ) from None
         raise SourceLinkError(
-            f"source_dir link {arcname!r} points to {written!r}, which leads back to itself (a symlink loop): "
+            f"{walk.name} link {arcname!r} points to {written!r}, which leads back to itself (a symlink loop): "
             "remove the link or fix its target"
         ) from None
-    if not allow_outside and not target.is_relative_to(root):
+    if not walk.allow_outside and not target.is_relative_to(walk.root):
+        fix = f"copy what the job needs into {walk.name}{', ' + walk.opt_in if walk.opt_in else ''}"
         raise SourceLinkError(
-            f"source_dir link {arcname!r} points to {str(target)!r}, outside source_dir {str(root)!r}: sagemaker-tc "
-            "does not ship files from outside source_dir, which would go into the job's code (and to S3) with it; "
-            "copy what the job needs into source_dir, or pass allow_symlinks_outside_source_dir=True to the "
-            "estimator if you mean to ship it"
+            f"{walk.name} link {arcname!r} points to {str(target)!r}, outside {walk.name} {str(walk.root)!r}: "
+            f"sagemaker-tc does not ship files from outside {walk.name}, which would go into the job's code (and to "
+            f"S3) with it; {fix}"
         )
     return target
+
+
+def copy_entries(entries: list[SourceEntry], target: Path) -> None:
+    """Copy a listing from :func:`source_entries` into the new folder ``target`` (links as what they
+    point to, as the listing resolved them).
+
+    Raises:
+        FileExistsError: ``target`` exists.
+    """
+    target.mkdir(parents=True)
+    for entry in entries:
+        if entry.is_dir:
+            (target / entry.arcname).mkdir()
+        else:
+            shutil.copy2(entry.path, target / entry.arcname)

@@ -30,6 +30,7 @@ from sagemaker_tc.errors import (
 from sagemaker_tc.sdk import arguments
 from sagemaker_tc.sdk.hyperparameters import MAX_KEY_CHARS, check_hyperparameter_name, check_value_text
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.source_tree import SourceEntry, source_entries
 from sagemaker_tc.sdk.v3.driver import TrainingCompilerDriver
 
 # ModelTrainer's local container instance types (sagemaker-train 1.x), and ours: no Docker.
@@ -90,6 +91,28 @@ def check_source_code(source_code: Any, *, local: bool) -> str:
         if not (folder / entry_script).is_file():
             raise SourceNotFoundError(f"entry_script {entry_script!r} was not found in source_dir {str(folder)!r}")
     return entry_script
+
+
+def source_files(source_code: Any) -> list[SourceEntry] | None:
+    """What of ``SourceCode.source_dir`` the job ships, checked by the estimators' link rules
+    (:mod:`sagemaker_tc.sdk.source_tree`), before sagemaker-train uploads it (a training job),
+    mounts it (Docker local mode) or ``local_process`` copies it.
+
+    Returns:
+        The files and folders, ``SourceCode.ignore_patterns`` left out; None when ``source_dir`` is
+        not a local folder (an S3 URI, a ``.tar.gz``, a pipeline variable: nothing to list).
+
+    Raises:
+        SourceLinkError: a link in ``source_dir`` resolves outside it, dangles or loops (ModelTrainer
+            ships no link that leads outside ``source_dir``).
+    """
+    source_dir = getattr(source_code, "source_dir", None)
+    if not isinstance(source_dir, str) or not source_dir or source_dir.startswith("s3://"):
+        return None
+    root = Path(source_dir).expanduser().resolve()
+    if not root.is_dir():
+        return None
+    return source_entries(root, ignore_patterns=source_code.ignore_patterns or (), opt_in=None)
 
 
 def check_distributed(distributed: Any) -> TrainingCompilerDriver:

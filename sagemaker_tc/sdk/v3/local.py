@@ -30,7 +30,7 @@ from sagemaker_tc.sdk.channels import check_channels
 from sagemaker_tc.sdk.local_hosts import HostCommand, free_port
 from sagemaker_tc.sdk.local_process import LocalJobResult, local_path
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name
-from sagemaker_tc.sdk.source_tree import skipped
+from sagemaker_tc.sdk.source_tree import copy_entries
 from sagemaker_tc.sdk.v3 import checks
 from sagemaker_tc.sdk.v3.driver import driver_folder
 
@@ -61,16 +61,6 @@ def input_channels(*configs: list[Any] | None) -> dict[str, str]:
                 )
             paths[item.channel_name] = str(source)
     return check_channels(paths, cloud=False)
-
-
-def _copy_code(source_dir: Path, target: Path, ignore_patterns: list[str] | None) -> None:
-    """Copy the code as ModelTrainer uploads it: ``source_dir`` without its ignore patterns (and caches)."""
-    patterns = shutil.ignore_patterns(*(ignore_patterns or []))
-
-    def ignored(folder: str, names: list[str]) -> set[str]:
-        return set(patterns(folder, names)) | {name for name in names if skipped(name)}
-
-    shutil.copytree(source_dir, target, ignore=ignored, symlinks=False)
 
 
 def _gpu_count() -> int:
@@ -164,10 +154,12 @@ def run(
     Raises:
         SourceNotFoundError, ModelTrainerArgumentError: see :func:`checks.check_source_code` and
             :func:`checks.check_distributed`.
+        SourceLinkError: see :func:`checks.source_files`.
         ChannelNotFoundError: an input that is not a local path.
         EstimatorArgumentError: the job folder exists.
     """
     entry_script = checks.check_source_code(trainer.source_code, local=True)
+    code = checks.source_files(trainer.source_code)  # checked before the job folder is made
     driver = checks.check_distributed(trainer.distributed)
     channels = input_channels(trainer.input_data_config, input_data_config)
     environment = {name: str(value) for name, value in (trainer.environment or {}).items()}
@@ -176,9 +168,7 @@ def run(
         return None
     job_name = make_job_name(trainer.base_job_name or "local-process")
     root = local_path(str(trainer.local_container_root)) / job_name
-    _copy_code(
-        Path(str(trainer.source_code.source_dir)), root / contract.CHANNEL_CODE, trainer.source_code.ignore_patterns
-    )
+    copy_entries(code or [], root / contract.CHANNEL_CODE)  # as ModelTrainer uploads it, links resolved
     shutil.copytree(driver_folder(), root / contract.CHANNEL_DRIVERS / contract.DRIVERS_SUBDIR)
     for name in (contract.CHANNEL_CODE, contract.CHANNEL_DRIVERS):
         channels[name] = (root / name).as_uri()

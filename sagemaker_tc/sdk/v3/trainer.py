@@ -60,6 +60,9 @@ class ModelTrainer(_SdkModelTrainer):
         EstimatorArgumentError: an environment variable or local ``cache`` the estimators refuse.
         HyperparameterError: a hyperparameter name or value the estimators refuse.
         SourceNotFoundError: ``local_process`` without a local ``source_dir`` holding the entry script.
+        SourceLinkError: a link in a local ``source_dir`` resolves outside it, dangles or loops (see
+            :func:`~sagemaker_tc.sdk.v3.checks.source_files`); also with the compiler off under
+            ``local_process``.
     """
 
     compiler_config: Any = None
@@ -112,6 +115,7 @@ class ModelTrainer(_SdkModelTrainer):
         if config is None or not config.enabled:
             return None
         entry_script = checks.check_source_code(self.source_code, local=self._runs_local_process)
+        checks.source_files(self.source_code)  # what sagemaker-train uploads or mounts, or local_process copies
         driver = checks.check_distributed(self.distributed)
         if self.training_image is None:
             raise ModelTrainerArgumentError(

@@ -1,0 +1,131 @@
+"""compile_model refuses what it cannot compile with a named error before it touches the compiler
+session, and a call that fails leaves nothing behind: the next call with a good model compiles (issue 22:
+one bad call used to break every later one with "'NoneType' object has no attribute 'first_plan'")."""
+
+import pytest
+
+from sagemaker_tc import ConfigError, ModelArgumentError, TrainingCompilerConfig, compile_model
+from sagemaker_tc.compiler.dynamo import dynamo_stats
+from sagemaker_tc.compiler.session import CompilerSession, current_session
+
+COMPILE_NOW = TrainingCompilerConfig(plan="model", baseline_steps=0)  # compiled from the first step
+
+
+def small_model():
+    """A user's model: its forward is the user's code, which dynamo traces (torch's own modules it skips)."""
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden, self.out = torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.hidden(x)))
+
+    torch.manual_seed(0)
+    return Net()
+
+
+def train_one_step(model) -> None:
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(torch.randn(3, 4)).square().mean()
+    loss.backward()
+    optimizer.step()
+
+
+def assert_compiles(model) -> None:
+    """``model`` runs compiled: its compiled-call slot is filled and a training step compiles a graph."""
+    assert model._compiled_call_impl is not None
+    before = dynamo_stats().frames_compiled
+    train_one_step(model)
+    assert dynamo_stats().frames_compiled > before
+
+
+def bad_models():
+    import torch
+
+    return {
+        "None": (None, r"got None$"),
+        "a name": ("bert", r"got the string 'bert': load the model first"),
+        "a function": (lambda x: x, r"got builtins\.function$"),
+        "the class": (torch.nn.Linear, r"got the class Linear itself: build the model first"),
+    }
+
+
+@pytest.mark.parametrize("case", ["None", "a name", "a function", "the class"])
+def test_what_is_not_a_module_is_refused_by_name_and_touches_no_session(case):
+    model, message = bad_models()[case]
+    with pytest.raises(ModelArgumentError, match=r"compile_model expected a torch\.nn\.Module instance .*" + message):
+        compile_model(model)
+    assert current_session() is None  # refused before a session was opened
+
+
+def test_after_each_refused_argument_a_good_model_still_compiles():
+    for model, _ in bad_models().values():
+        with pytest.raises(ModelArgumentError):
+            compile_model(model, COMPILE_NOW)
+    good = compile_model(small_model(), COMPILE_NOW)
+    assert_compiles(good)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"debug": True}, r"config must be a sagemaker_tc\.TrainingCompilerConfig, got builtins\.dict: pass Training"),
+        (
+            TrainingCompilerConfig().model_copy(update={"backend": "bogus"}),
+            r"config did not pass TrainingCompilerConfig's checks .*backend: Input should be 'inductor', 'eager' or "
+            r"'xla' \(got 'bogus'\)",
+        ),
+        (TrainingCompilerConfig().model_copy(update={"plan": "bogus"}), r"plan: Input should be 'auto', 'regional'"),
+    ],
+    ids=["a dict", "backend bogus", "plan bogus"],
+)
+def test_a_config_that_is_not_a_checked_config_is_refused_before_any_session(config, message):
+    with pytest.raises(ConfigError, match=message):
+        compile_model(small_model(), config)
+    assert current_session() is None
+
+
+class UnreadyModel:
+    """A module whose weights cannot be read yet: preparing its plans fails inside the runtime's attach,
+    after the argument checks (as a model with a broken ``parameters()`` would)."""
+
+    @staticmethod
+    def build():
+        import torch
+
+        class Unready(torch.nn.Linear):
+            def parameters(self, recurse=True):
+                raise RuntimeError("weights are not loaded yet")
+
+        return Unready(4, 2)
+
+
+def test_a_failed_attach_closes_the_session_it_opened_and_the_next_call_compiles():
+    with pytest.raises(RuntimeError, match="weights are not loaded yet"):
+        compile_model(UnreadyModel.build(), COMPILE_NOW)
+    assert current_session() is None  # the session that call opened is closed, its hooks undone
+
+    good = compile_model(small_model(), COMPILE_NOW)
+    assert_compiles(good)
+
+
+def test_a_failed_attach_in_the_jobs_session_leaves_that_session_as_it_was():
+    with CompilerSession(COMPILE_NOW) as session:
+        undo_before, extensions_before = len(session._undo), dict(session.extensions)
+        with pytest.raises(RuntimeError, match="weights are not loaded yet"):
+            compile_model(UnreadyModel.build())
+
+        assert current_session() is session and session.state == "open"
+        assert (len(session._undo), session.extensions, session.integration) == (undo_before, extensions_before, None)
+        runtime = session.runtime
+        assert (runtime.config, runtime.schedule, runtime.plans, runtime.first_model()) == (None, None, [], None)
+
+        good = compile_model(small_model())
+        assert runtime.first_model() is good and session.integration == "pytorch"
+        assert_compiles(good)
+        assert session.timer.records  # the step watcher, installed once, counted the step
