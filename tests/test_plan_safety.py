@@ -173,7 +173,7 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
     """On a (pretended) CUDA model: the step plan asked for explicitly gets a CUDA-graph variant, run
     only for static shapes in one process without gradient accumulation; the optimizer is the fused
     kernel, never a CUDA-graphed update; auto prepares no step plan at all."""
-    monkeypatch.setattr(runtime, "_device", lambda model: ("cuda", "pretended GPU"))
+    monkeypatch.setattr(runtime, "device_of", lambda model: ("cuda", "pretended GPU"))
     assert planner.without_cuda_graphs("reduce-overhead") is None
     assert planner.without_cuda_graphs("max-autotune") == "max-autotune-no-cudagraphs"
 

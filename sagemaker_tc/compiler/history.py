@@ -89,3 +89,34 @@ def write(folder: Path | None, key: WorkloadKey, entry: dict[str, Any]) -> None:
         os.replace(handle.name, path)
     except (OSError, ValueError, TypeError) as error:
         logger.warning("Could not record the plan history in %s: %s", path, error)
+
+
+def workload_key(runtime: Any, records: list[Any], world_size: int) -> WorkloadKey | None:
+    """The workload of a job's runtime (its first model, the device, ``world_size`` ranks, the first
+    step record's global batch); None before a model is attached or a step recorded."""
+    model = runtime.first_model()
+    if model is None or not records:
+        return None
+    return WorkloadKey(
+        model=type(model).__name__,
+        parameters=sum(p.numel() for p in model.parameters()),
+        device=runtime.device_name,
+        world_size=world_size,
+        samples_per_step=records[0].samples,
+    )
+
+
+def job_entry(runtime: Any, cache_state: str) -> dict[str, Any]:
+    """What a job measured, for the next job with the same workload: the eager step, the plan it
+    chose, and each compiled plan's compile and steady step (a trial whose measurement is invalid
+    has none and is left out), with the cache state it compiled from (``"cold"`` or ``"warm"``)."""
+    plans = {
+        trial["plan"]: {
+            "compile_seconds": trial["compile_seconds"],
+            "steady_step_seconds": trial["steady_step_seconds"],
+            "cache": cache_state,
+        }
+        for trial in runtime.trials()
+        if trial["plan"] != "eager" and trial["steady_step_seconds"] is not None
+    }
+    return {"eager_step_seconds": runtime.eager_step_seconds(), "chosen": runtime.final_label(), "plans": plans}

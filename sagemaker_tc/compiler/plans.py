@@ -124,6 +124,23 @@ def leaf_modules(module: torch.nn.Module) -> int:
     return sum(1 for m in module.modules() if next(m.children(), None) is None) or 1
 
 
+def plan_leaf_modules(model: torch.nn.Module, plan: str) -> int:
+    """Leaf modules one graph of ``plan`` covers on ``model`` (one block for ``regional``): what the
+    planner's compile estimate grows with."""
+    modules = plan_modules(model, plan)
+    return leaf_modules(modules[0]) if modules else 0
+
+
+def device_of(model: torch.nn.Module) -> tuple[str, str]:
+    """The model's device type (``"cpu"``, ``"cuda"``) and name (the GPU's, e.g. ``"NVIDIA H200"``)."""
+    parameter = next(model.parameters(), None)
+    if parameter is None or parameter.device.type != "cuda":
+        return (parameter.device.type if parameter is not None else "cpu"), "cpu"
+    import torch
+
+    return "cuda", torch.cuda.get_device_name(parameter.device)
+
+
 def build_slots(
     model: torch.nn.Module,
     plan: str,

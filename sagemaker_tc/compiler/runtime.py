@@ -1,26 +1,18 @@
 """The compiled training step at run time: the compile plans on the models, and which one runs.
 
-:meth:`CompilerRuntime.attach` prepares the compile plans on a model (:mod:`.plans`: ``regional``,
-``model``, ``step``; each compiled in place, lazily, with a recompile budget of its own) and starts
-the job's :class:`~sagemaker_tc.compiler.schedule.Schedule`; after each optimizer step
-(:meth:`CompilerRuntime.after_step`) the schedule may name another plan, and the runtime installs it
-(:meth:`CompilerRuntime._activate`): the plan's compiled calls in their slots, the others' emptied,
-the optimizer's update switched for ``step``, bucket padding on for compiled plans only (the shape
-policy, :class:`~sagemaker_tc.compiler.shape_policy.ShapePolicy`: eager never pads).
+:meth:`CompilerRuntime.attach` prepares the compile plans on a model (:mod:`.plans`, compiled in
+place and lazily, each with its own recompile budget) and starts the job's
+:class:`~sagemaker_tc.compiler.schedule.Schedule`; after each optimizer step the schedule may name
+another plan, and the runtime installs it (:meth:`CompilerRuntime._activate`): its compiled calls in
+their slots, the optimizer's update switched for ``step``, bucket padding on for compiled plans only.
 
-Every compiled callable is guarded (the modules' slots by :class:`~.plans.GuardedCall`, the step
-plan's optimizer update by :class:`~.optimizers.StepPlanOptimizer`). A compiled call that raises is
-rerun eagerly: if eager works the plan failed (:meth:`CompilerRuntime.plan_failed`): under
-``policy="fallback"`` that plan never runs again in this job and the job steps back to the next safer
-plan (``step`` -> ``model`` -> ``regional`` -> eager; ``plan="auto"``: the best option measured,
-then it plans again), with the reason in the log's ``COMPILE PLAN`` line and the report; under
-``"strict"``: :class:`CompilerError` naming the plan. An out-of-memory error ends the plan the same
-way under either policy (it is not the compiler's failure). If eager fails too, the error is the
-model's own.
-
-CUDA graphs (``mode="reduce-overhead"``) are used only where torch supports them: training calls
-with static (bucketed) shapes in one process without gradient accumulation, never on the optimizer
-update alone (:meth:`CompilerRuntime._captures`).
+Every compiled callable is guarded (module slots by :class:`~.plans.GuardedCall`, the step plan's
+update by :class:`~.optimizers.StepPlanOptimizer`): a call that raises is rerun eagerly; if eager
+works the plan failed (:meth:`CompilerRuntime.plan_failed`) and never runs again in the job, which
+steps back to a safer plan (:mod:`.failures`), or under ``policy="strict"`` raises
+:class:`CompilerError` naming it (an out-of-memory error ends the plan under either policy). If eager
+fails too, the error is the model's own. CUDA graphs run only where torch supports them
+(:meth:`CompilerRuntime._captures`), never on the optimizer update alone.
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ from sagemaker_tc.compiler import known_wrong, planner
 from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
-from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, leaf_modules, plan_modules
+from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, device_of, plan_leaf_modules, plan_modules
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
@@ -124,7 +116,7 @@ class CompilerRuntime:
         first = self.config is None
         self.config = config
         if first:
-            self.device, self.device_name = _device(model)
+            self.device, self.device_name = device_of(model)
             self.shapes = ShapePolicy(config.buckets, model, self.buckets)
         attached = _Attached(model, {})
         if config.compiles:
@@ -142,7 +134,7 @@ class CompilerRuntime:
         self.plans.append(plan)
         if first:
             workload = planner.Workload(
-                device=self.device, modules={p: _modules(model, p) for p in planner.COMPILED_PLANS}
+                device=self.device, modules={p: plan_leaf_modules(model, p) for p in planner.COMPILED_PLANS}
             )
             self.schedule = Schedule(config, workload)
             self.schedule.set_job_length(*self._job_length)
@@ -425,18 +417,3 @@ class CompilerRuntime:
         """The plan the job runs at the end."""
         chosen = self.schedule.chosen if self.schedule is not None else None
         return self._effective(chosen, prepare=False) if chosen else self.active
-
-
-def _device(model: Any) -> tuple[str, str]:
-    """The model's device type (``"cpu"``, ``"cuda"``) and name (the GPU's, e.g. ``"NVIDIA H200"``)."""
-    parameter = next(model.parameters(), None)
-    if parameter is None or parameter.device.type != "cuda":
-        return (parameter.device.type if parameter is not None else "cpu"), "cpu"
-    import torch
-
-    return "cuda", torch.cuda.get_device_name(parameter.device)
-
-
-def _modules(model: Any, plan: str) -> int:
-    modules = plan_modules(model, plan)
-    return leaf_modules(modules[0]) if modules else 0

@@ -31,7 +31,6 @@ from sagemaker_tc import _internals, contract
 from sagemaker_tc.compiler import history, known_wrong
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, inductor_cache_counters
-from sagemaker_tc.compiler.history import WorkloadKey
 from sagemaker_tc.compiler.report import JobFacts, build_report, print_metric_lines, write_report
 from sagemaker_tc.compiler.runtime import CompilerRuntime
 from sagemaker_tc.compiler.shapes import BucketStats, recompile_limit_for_buckets
@@ -253,43 +252,20 @@ class CompilerSession:
             schedule.history_source = self._plan_history
         return plan
 
-    def _history_key(self) -> WorkloadKey | None:
-        model = self.runtime.first_model()
-        records = self.timer.records
-        if model is None or not records:
-            return None
-        return WorkloadKey(
-            model=type(model).__name__,
-            parameters=sum(p.numel() for p in model.parameters()),
-            device=self.runtime.device_name,
-            world_size=_world_size(),
-            samples_per_step=records[0].samples,
-        )
-
     def _history_folder(self) -> Path | None:
         return self.job_cache.cache.inductor_dir if self.job_cache is not None else None
 
     def _plan_history(self) -> dict[str, Any]:
-        key = self._history_key()
+        key = history.workload_key(self.runtime, self.timer.records, _world_size())
         return history.read(self._history_folder(), key).get("plans", {}) if key is not None else {}
 
     def _record_history(self) -> None:
         """Keep what this job measured for the next job with the same workload (in the cache)."""
-        key = self._history_key()
+        key = history.workload_key(self.runtime, self.timer.records, _world_size())
         if key is None or self.job_cache is None or self.runtime.config is None:
             return
-        cache_state = "warm" if self.job_cache.outcome.get("state") == "warm" else "cold"
-        plans = {
-            trial["plan"]: {
-                "compile_seconds": trial["compile_seconds"],
-                "steady_step_seconds": trial["steady_step_seconds"],
-                "cache": cache_state,
-            }
-            for trial in self.runtime.trials()
-            if trial["plan"] != "eager" and trial["steady_step_seconds"] is not None
-        }
-        entry = {"eager_step_seconds": self.runtime.eager_step_seconds(), "chosen": self.runtime.final_label()}
-        history.write(self._history_folder(), key, {**entry, "plans": plans})
+        warm = self.job_cache.outcome.get("state") == "warm"
+        history.write(self._history_folder(), key, history.job_entry(self.runtime, "warm" if warm else "cold"))
 
     def use_buckets(self, buckets: list[int]) -> BucketStats:
         """A bucketing collator joins: training runs static graphs from now on, and dynamo's
