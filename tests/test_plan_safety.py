@@ -363,3 +363,21 @@ def test_fp16_keeps_its_scheduler_and_its_skipped_steps_under_the_step_plan(inje
     assert skipped[4] is True and skipped.count(True) == eager_skipped.count(True)  # the overflow was skipped
     assert skipped == eager_skipped and lrs == eager_lrs  # the scheduler held exactly where eager's did
     assert lrs[4] == lrs[3] and lrs[5] < lrs[4]
+
+
+def test_the_update_guard_holds_when_a_wrapper_passes_closure_none(monkeypatch):
+    """accelerate's AcceleratedOptimizer.step calls ``optimizer.step(closure)`` with ``None``: the
+    guard still catches a failing compiled update there."""
+    monkeypatch.setattr(
+        optimizers, "compile_update", lambda function: torch.compile(function, backend=Inject("call", n=1))
+    )
+    failures = []
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    state = optimizers.StepPlanOptimizer(optimizer, on_failure=lambda plan, error: failures.append(plan))
+    assert state.enter(compile_update=True) == "compiled"
+    model(torch.ones(2, 4)).sum().backward()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer.step(None)
+    assert failures == ["step"] and state.kind == "as built"  # failed over to the update as built ...
+    assert any(not torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))  # ... which ran

@@ -119,7 +119,8 @@ class StepPlanOptimizer:
 
     def _guarded(self, update: Callable[..., Any], previous: Callable[..., Any]) -> Callable[..., Any]:
         def step(*args: Any, **kwargs: Any) -> Any:
-            if self.kind == "as built" or args or kwargs.get("closure") is not None:
+            closure = args[0] if args else kwargs.get("closure")  # accelerate passes closure=None positionally
+            if self.kind == "as built" or closure is not None:
                 return previous(*args, **kwargs)  # restored (a stale reference), or a closure: as built
             try:
                 result = update()
