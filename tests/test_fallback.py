@@ -214,3 +214,27 @@ def test_debug_mode_writes_graph_breaks_recompiles_and_compile_times(tmp_path):
     assert report["debug_files"]["recompile_reasons"]
     assert compiles and all(entry["seconds"] is not None for entry in compiles if entry["failure"] is None)
     assert any(name.startswith("compiler/torch_trace") for name in names)
+
+
+def test_a_plan_that_failed_for_this_workload_is_not_tried_again_by_the_next_job():
+    """The plan history an earlier job with the same workload left says model failed there (and so
+    step, the same graph): the next auto job tries regional only, then chooses."""
+    from sagemaker_tc.compiler import history
+
+    earlier = runtime_with_timer()
+    earlier.attach(small_bert(), TrainingCompilerConfig(expected_steps=10_000))
+    earlier.failed.record("model", "compiler_error", "InductorError: boom", 11)
+    entry = history.job_entry(earlier, "cold")
+    assert entry["plans"]["model"] == {"failed": "compiler_error: InductorError: boom"}
+    assert entry["plans"]["step"]["failed"].startswith("compiler_error")
+    earlier.detach()
+
+    runtime = runtime_with_timer()
+    runtime.attach(small_bert(), TrainingCompilerConfig(expected_steps=10_000))
+    runtime.schedule.workload.history = entry["plans"]
+    # regional measures 0.99 s: model's prior (1.0 s / 1.05) would still beat it over 10,000 steps
+    timeline = {"steps": 5 + 6 + 3, "eager": [(1.0, False)] * 14, "regional": [(9.0, True)] + [(0.99, False)] * 8}
+    seen = drive(runtime, timeline)
+    assert set(seen) == {"eager", "regional"}  # model and step were never tried
+    assert runtime.decision["chosen"] == "regional"
+    runtime.detach()

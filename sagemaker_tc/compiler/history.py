@@ -109,8 +109,9 @@ def workload_key(runtime: Any, records: list[Any], world_size: int) -> WorkloadK
 def job_entry(runtime: Any, cache_state: str) -> dict[str, Any]:
     """What a job measured, for the next job with the same workload: the eager step, the plan it
     chose, and each compiled plan's compile and steady step (a trial whose measurement is invalid
-    has none and is left out), with the cache state it compiled from (``"cold"`` or ``"warm"``)."""
-    plans = {
+    has none and is left out), with the cache state it compiled from (``"cold"`` or ``"warm"``); a
+    plan that failed (or was ended by a failure) is ``{"failed": reason}``."""
+    plans: dict[str, dict[str, Any]] = {
         trial["plan"]: {
             "compile_seconds": trial["compile_seconds"],
             "steady_step_seconds": trial["steady_step_seconds"],
@@ -119,4 +120,7 @@ def job_entry(runtime: Any, cache_state: str) -> dict[str, Any]:
         for trial in runtime.trials()
         if trial["plan"] != "eager" and trial["steady_step_seconds"] is not None
     }
+    for failure in runtime.failures:  # a plan that failed here is not tried again for this workload
+        for plan in failure["ends"]:
+            plans[plan] = {"failed": f"{failure['kind']}: {failure['reason']}"[:300]}
     return {"eager_step_seconds": runtime.eager_step_seconds(), "chosen": runtime.final_label(), "plans": plans}

@@ -109,6 +109,8 @@ class Schedule:
         candidates = [plan for plan in available if plan not in self.measured and plan not in self.invalid]
         if self.history_source is not None and not self.workload.history:
             self.workload.history = self.history_source() or {}
+        failed_before = {plan for plan, past in self.workload.history.items() if (past or {}).get("failed")}
+        candidates = [plan for plan in candidates if plan not in failed_before]  # failed for this workload
         measured = list(self.measured.values())
         plan, projections = planner.next_trial(measured, candidates, self.workload, remaining)
         choice, final = planner.choose(measured, remaining)
