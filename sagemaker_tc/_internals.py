@@ -260,9 +260,11 @@ def module_call_function(copy_tag: str | None = None) -> Callable[..., Any]:
 
 
 # -- torch: errors a compiled call can raise -------------------------------------------------------------
-_CUDAGRAPH_OVERWRITTEN = "accessing tensor output of CUDAGraphs that has been overwritten"
-"""The start of cudagraph trees' error for a read of an output that a later replay overwrote
-(``torch/_inductor/cudagraph_trees.py``, torch 2.1 to 2.13)."""
+_CUDAGRAPH_OVERWRITTEN = "output of CUDAGraphs that has been overwritten"
+"""Cudagraph trees' error for a read of an output a later replay overwrote: "accessing tensor output
+of CUDAGraphs that has been overwritten ..." (torch 2.1 to 2.13), and for a ``.grad`` allocated
+during capture, "accessing gradient tensor output of CUDAGraphs ..." (torch 2.13;
+``CUDAGraphTreeManager.format_dealloc_msg`` in ``torch/_inductor/cudagraph_trees.py``)."""
 
 
 def is_cudagraph_overwritten(error: BaseException) -> bool:

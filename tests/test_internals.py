@@ -191,6 +191,11 @@ def _error_and_scheduler_internals():
         "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. Stack trace: ..."
     )
     assert _internals.is_cudagraph_overwritten(overwritten) and not _internals.is_cudagraph_overwritten(ValueError())
+    from torch._inductor.cudagraph_trees import CUDAGraphTreeManager  # the message's source (CPU builds have it)
+
+    for grad_output in (False, True):
+        message = CUDAGraphTreeManager.format_dealloc_msg("trace", is_grad_output=grad_output)
+        assert _internals.is_cudagraph_overwritten(RuntimeError(message))
     try:
         raise RuntimeError("backend failed") from torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
     except RuntimeError as error:
