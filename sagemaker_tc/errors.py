@@ -21,6 +21,12 @@ class ModelArgumentError(SagemakerTCError, TypeError, ValueError):
     session is touched."""
 
 
+class CollatorArgumentError(SagemakerTCError, TypeError, ValueError):
+    """``BucketCollator`` was given a ``collate_fn`` that is not callable, or bucket lengths or a
+    ``max_length`` that ``TrainingCompilerConfig(buckets=...)`` would refuse; the message says what
+    is accepted."""
+
+
 class EstimatorArgumentError(SagemakerTCError, ValueError):
     """An estimator argument is missing or has a value the estimator cannot use."""
 
