@@ -67,6 +67,11 @@ class HyperparameterWarning(UserWarning):
     ``"--help"`` that an argument parser takes for an option)."""
 
 
+class ReservedEnvironmentWarning(UserWarning):
+    """An ``environment`` name that torchrun sets for each process of a distributed job (``RANK``,
+    ``MASTER_ADDR``, ...): sent as given, but replaced there."""
+
+
 class ConfigWarning(UserWarning):
     """A ``TrainingCompilerConfig`` field has no effect with the others (e.g. ``debug=True`` with
     ``enabled=False``); the message says which field wins."""
