@@ -42,11 +42,16 @@ from sagemaker_tc.sdk.v3 import checks
 
 
 def _describe(error: ValidationError) -> str:
-    """pydantic's error list as one line per argument: where, what was wrong, what was given."""
-    lines = []
+    """pydantic's error list as one line per argument: what was given, and each form it accepts (a
+    union type such as ``str | PipelineVariable`` gives one error per form)."""
+    by_argument: dict[str, list[dict[str, Any]]] = {}
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "<arguments>"
-        lines.append(f"{where}: {item['msg']} (got {type(item.get('input')).__name__} {item.get('input')!r})")
+        by_argument.setdefault(str(item["loc"][0]) if item["loc"] else "<arguments>", []).append(item)
+    lines = []
+    for argument, items in by_argument.items():
+        given = items[0].get("input")
+        accepted = "; or ".join(dict.fromkeys(item["msg"] for item in items))
+        lines.append(f"{argument}: got {type(given).__name__} {given!r}, accepted: {accepted}")
     return "; ".join(lines)
 
 
