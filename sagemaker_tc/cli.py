@@ -114,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sagemaker-tc", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     launch = commands.add_parser("launch", help="run a training script under the compiler launcher")
-    launch.add_argument("script")
-    launch.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    launch.add_argument("script", help="the training script to run, e.g. train.py")
+    script_args = launch.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script (optional)")
+    script_args.required = False  # argparse counts a REMAINDER positional as required when naming what is missing
     report = commands.add_parser("report", help="print a job's compiler report as JSON")
     report.add_argument("path", type=Path)
     bench_commands.add_parsers(commands)

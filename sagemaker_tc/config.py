@@ -10,9 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from sagemaker_tc import config_rules
+from sagemaker_tc.config_rules import MAX_BUCKETS
 from sagemaker_tc.errors import ConfigError, ConfigWarning
 from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
-from sagemaker_tc.warn import warn_user
 
 Backend = Literal["inductor", "eager", "xla"]
 """Compiler backends:
@@ -48,7 +49,8 @@ Plan = Literal["auto", "regional", "model", "step"]
   the job's remaining steps, keeping the one with the lowest projected job time, eager included.
 """
 
-MAX_BUCKETS = 16
+__all__ = ["MAX_BUCKETS", "TrainingCompilerConfig", "checked_config"]
+
 AUTO_BUCKETS = "auto"
 AUTO_BATCH = "auto"
 
@@ -160,6 +162,7 @@ class TrainingCompilerConfig(BaseModel):
     expected_steps: int | None = Field(
         default=None,
         ge=1,
+        le=config_rules.MAX_EXPECTED_STEPS,
         description="Optimizer steps the job will run, for plan='auto' in a plain PyTorch loop (a Hugging Face "
         "Trainer knows its max_steps). None: 1000 steps are assumed, and the report says so.",
     )
@@ -186,6 +189,7 @@ class TrainingCompilerConfig(BaseModel):
     tune_seq_len: int | None = Field(
         default=None,
         ge=1,
+        le=config_rules.MAX_SEQUENCE_LENGTH,
         description="Sequence length batch_size='auto' tries batches at: the longest training sequence. None: "
         "the largest bucket of a bucket list, else the model's maximum length (e.g. 512 for BERT).",
     )
@@ -204,7 +208,8 @@ class TrainingCompilerConfig(BaseModel):
 
     hang_grace_s: float | None = Field(
         default=None,
-        gt=0,
+        ge=config_rules.MIN_HANG_GRACE_S,
+        le=config_rules.MAX_HANG_GRACE_S,
         allow_inf_nan=False,
         description="Watchdog grace period, seconds: a job process that has not exited this long after its script "
         "ended, or that makes no progress (no CPU time used) this long after another rank's script ended, fails the "
@@ -217,19 +222,19 @@ class TrainingCompilerConfig(BaseModel):
         if (
             value is None
             or value == AUTO_BATCH
-            or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+            or (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= config_rules.MAX_BATCH)
         ):
             return value
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            raise ValueError(f"a per-device batch is at most {config_rules.MAX_BATCH} (max_batch_size's ceiling)")
         raise ValueError("accepted: a positive int per-device batch, 'auto', or None for the script's own")
 
     @field_validator("buckets")
     @classmethod
     def _check_buckets(cls, value: list[int] | str | None) -> list[int] | str | None:
-        if isinstance(value, list):
-            if not value or len(value) > MAX_BUCKETS:
-                raise ValueError(f"give 1 to {MAX_BUCKETS} bucket lengths, 'auto', or None")
-            if any(length < 1 for length in value) or sorted(set(value)) != value:
-                raise ValueError("bucket lengths must be positive and strictly increasing, e.g. [32, 64, 128]")
+        problem = config_rules.bucket_problem(value) if isinstance(value, list) else None
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("cache")
@@ -239,6 +244,8 @@ class TrainingCompilerConfig(BaseModel):
             return value
         if not value.strip():
             raise ValueError("give a local folder or an s3://bucket/prefix URI, or None for no cache")
+        if "\x00" in value:
+            raise ValueError("holds a NUL byte, which no path can; give a local folder or an s3://bucket/prefix URI")
         if "://" in value:
             scheme, _, rest = value.partition("://")
             if scheme != "s3" or not rest.split("/", 1)[0]:
@@ -266,35 +273,34 @@ class TrainingCompilerConfig(BaseModel):
             )
         return value
 
-    @model_validator(mode="after")
-    def _warn_debug_without_compiler(self) -> TrainingCompilerConfig:
-        if self.debug and not self.enabled:
-            warn_user(
-                "TrainingCompilerConfig(enabled=False, debug=True): enabled=False wins, the job runs without the "
-                "compiler and debug mode does nothing",
-                ConfigWarning,
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _warn_mode_without_compile(self) -> TrainingCompilerConfig:
-        if self.backend == "eager" and self.mode != "default":
-            warn_user(
-                f"TrainingCompilerConfig(backend='eager', mode={self.mode!r}): backend='eager' wins, nothing is "
-                "compiled and mode does nothing",
-                ConfigWarning,
-            )
-        if self.backend == "xla" and (self.mode != "default" or self.resolved_plan != "auto"):
-            warn_user(
-                f"TrainingCompilerConfig(backend='xla', mode={self.mode!r}, plan={self.resolved_plan!r}): mode and "
-                "plan are torch.compile's; with backend='xla' each optimizer step is one XLA graph and both do nothing",
-                ConfigWarning,
-            )
-        return self
-
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**data)
+        except ValidationError as error:
+            raise ConfigError(f"Invalid TrainingCompilerConfig: {_describe_validation_error(error)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ConfigError(
+            f"TrainingCompilerConfig is frozen: cannot set {name!r} on a built config; build a new one, e.g. "
+            f"TrainingCompilerConfig(**{{**config.model_dump(), {name!r}: ...}})"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise ConfigError(f"TrainingCompilerConfig is frozen: cannot delete {name!r}")
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> TrainingCompilerConfig:
+        """pydantic's ``model_validate``, raising :class:`ConfigError` as the constructor does."""
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as error:
+            raise ConfigError(f"Invalid TrainingCompilerConfig: {_describe_validation_error(error)}") from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, **kwargs: Any) -> TrainingCompilerConfig:
+        """pydantic's ``model_validate_json``, raising :class:`ConfigError` as the constructor does."""
+        try:
+            return super().model_validate_json(json_data, **kwargs)
         except ValidationError as error:
             raise ConfigError(f"Invalid TrainingCompilerConfig: {_describe_validation_error(error)}") from None
 
@@ -316,6 +322,11 @@ class TrainingCompilerConfig(BaseModel):
                 f"plan={self.plan!r} and regional={self.regional} disagree: regional=True is plan='regional', "
                 "regional=False is plan='model'; give one of them"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _warn_contradictions(self) -> TrainingCompilerConfig:
+        config_rules.warn_contradictions(self)  # a field that does nothing with the others: ConfigWarning
         return self
 
     @property

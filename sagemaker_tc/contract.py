@@ -236,12 +236,17 @@ def _as_bool(name: str, value: Any) -> bool:
     raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
-def decode(params: Mapping[str, Any]) -> CompilerSettings | None:
+def decode(params: Mapping[str, Any], *, settings_name: str = HP_SETTINGS) -> CompilerSettings | None:
     """Read the settings back from hyperparameter-shaped ``params`` (e.g. ``SM_FRAMEWORK_PARAMS``).
 
     A job that carries only SMTC's two keys (an SMTC-era request) gets the default config with
     SMTC's ``enabled``/``debug``; where both are present, SMTC's keys win, so a request edited the
     SMTC way means what it says.
+
+    Args:
+        params: the hyperparameters.
+        settings_name: where the settings came from, for messages (``SM_TRAINING_COMPILER_SETTINGS``
+            when they came from that variable).
 
     Returns:
         The settings, or None when ``params`` carries no compiler key at all.
@@ -252,20 +257,25 @@ def decode(params: Mapping[str, Any]) -> CompilerSettings | None:
     """
     if not any(key in params for key in (HP_ENABLED, HP_DEBUG, HP_SETTINGS)):
         return None
-    raw = _as_json_value(HP_SETTINGS, params.get(HP_SETTINGS, {}))
+    raw = _as_json_value(settings_name, params.get(HP_SETTINGS, {}))
     if not isinstance(raw, dict):
-        raise ConfigError(f"{HP_SETTINGS} must be a JSON object, got {raw!r}")
+        raise ConfigError(f"{settings_name} must be a JSON object, got {raw!r}")
     version = raw.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
-        raise ConfigError(f"{HP_SETTINGS} has schema_version {version!r}; this runtime reads {SCHEMA_VERSION}")
-    fields = dict(raw.get("config", {}))
+        raise ConfigError(f"{settings_name} has schema_version {version!r}; this runtime reads {SCHEMA_VERSION}")
+    config = raw.get("config", {})
+    if not isinstance(config, dict):
+        raise ConfigError(
+            f"{settings_name}.config must be a JSON object of TrainingCompilerConfig fields, got {config!r}"
+        )
+    fields = dict(config)
     if HP_ENABLED in params:
         fields["enabled"] = _as_bool(HP_ENABLED, params[HP_ENABLED])
     if HP_DEBUG in params:
         fields["debug"] = _as_bool(HP_DEBUG, params[HP_DEBUG])
     entry_point = raw.get("entry_point")
     if entry_point is not None and not isinstance(entry_point, str):
-        raise ConfigError(f"{HP_SETTINGS}.entry_point must be a string, got {entry_point!r}")
+        raise ConfigError(f"{settings_name}.entry_point must be a string, got {entry_point!r}")
     return CompilerSettings(config=TrainingCompilerConfig.from_dict(fields), entry_point=entry_point)
 
 
@@ -301,5 +311,5 @@ def settings_from_environment(environ: Mapping[str, str]) -> CompilerSettings | 
         if settings is not None:
             return settings
     if environ.get(ENV_SETTINGS):
-        return decode({HP_SETTINGS: environ[ENV_SETTINGS]})
+        return decode({HP_SETTINGS: environ[ENV_SETTINGS]}, settings_name=ENV_SETTINGS)
     return None

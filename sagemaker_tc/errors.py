@@ -21,6 +21,12 @@ class ModelArgumentError(SagemakerTCError, TypeError, ValueError):
     session is touched."""
 
 
+class CollatorArgumentError(SagemakerTCError, TypeError, ValueError):
+    """``BucketCollator`` was given a ``collate_fn`` that is not callable, or bucket lengths or a
+    ``max_length`` that ``TrainingCompilerConfig(buckets=...)`` would refuse; the message says what
+    is accepted."""
+
+
 class EstimatorArgumentError(SagemakerTCError, ValueError):
     """An estimator argument is missing or has a value the estimator cannot use."""
 
@@ -59,6 +65,11 @@ class HyperparameterError(EstimatorArgumentError):
 class HyperparameterWarning(UserWarning):
     """A hyperparameter is sent, but the script will probably not read it as meant (a value such as
     ``"--help"`` that an argument parser takes for an option)."""
+
+
+class ReservedEnvironmentWarning(UserWarning):
+    """An ``environment`` name that torchrun sets for each process of a distributed job (``RANK``,
+    ``MASTER_ADDR``, ...): sent as given, but replaced there."""
 
 
 class ConfigWarning(UserWarning):

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from sagemaker_tc.bench.errors import NumericalMismatchError, VariantFailedError
+from sagemaker_tc.bench.errors import BenchError, NumericalMismatchError, VariantFailedError
+from sagemaker_tc.paths import unwritable_reason
 
 COMMANDS = ("bench", "verify")
 DEFAULT_OUT = Path("sagemaker-tc-output") / "bench"
@@ -120,6 +121,17 @@ def configure_logging() -> None:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
 
 
+def check_out_folder(out: Path) -> None:
+    """``--out`` is a folder the bench can write its JSON, Markdown and PNG to, checked before the first run.
+
+    Raises:
+        BenchError: a file on its path, or a folder that cannot be written (``/proc``, read-only).
+    """
+    reason = unwritable_reason(out)
+    if reason is not None:
+        raise BenchError(f"--out {str(out)!r} cannot be written: {reason}; give a folder you can write to")
+
+
 def run_bench_command(options: argparse.Namespace, argv: list[str] | None, stream: IO[str] | None = None) -> int:
     """Run ``sagemaker-tc bench``: check options and optional packages, run, rewrite the JSON and
     Markdown after every finished variant, print the table, draw the PNG last.
@@ -129,7 +141,8 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
         say why), or when the plot failed (the JSON and Markdown hold every row).
 
     Raises:
-        BenchError: bad options, or a missing optional package (before any work).
+        BenchError: bad options, a missing optional package, or an ``--out`` folder that cannot be
+            written (before any work).
     """
     from sagemaker_tc.bench.data import check_inputs
     from sagemaker_tc.bench.report import print_table, require_outputs, write_document, write_plot
@@ -152,6 +165,7 @@ def run_bench_command(options: argparse.Namespace, argv: list[str] | None, strea
         job_steps=options.job_steps,
     )
     require_outputs()
+    check_out_folder(options.out)
     check_inputs()
     configure_logging()
     command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])

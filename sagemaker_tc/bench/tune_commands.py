@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from sagemaker_tc.bench.commands import configure_logging, exit_code, split_names
+from sagemaker_tc.bench.commands import check_out_folder, configure_logging, exit_code, split_names
 
 DEFAULT_OUT = Path("sagemaker-tc-output") / "tune"
 
@@ -81,6 +81,7 @@ def run_tune_command(options: argparse.Namespace, argv: list[str] | None, stream
         time_budget_s=options.time_budget,
         data=options.data,
     )
+    check_out_folder(options.out)
     check_inputs()
     configure_logging()
     command = "sagemaker-tc " + shlex.join(argv if argv is not None else sys.argv[1:])

@@ -20,6 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sagemaker_tc.config_rules import bucket_problem
+from sagemaker_tc.errors import CollatorArgumentError
+
 AUTO_MIN_BUCKET = 16
 # The length tensors are read from, in order; inputs_embeds is [B, T, H].
 _LENGTH_KEYS = ("input_ids", "attention_mask", "inputs_embeds")
@@ -33,10 +36,13 @@ def auto_buckets(max_length: int | None) -> list[int]:
     of two (e.g. 514 for RoBERTa). ``None`` (unknown maximum) gives 16 ... 512, BERT's maximum.
 
     Raises:
-        ValueError: ``max_length`` < 1.
+        CollatorArgumentError: ``max_length`` is not a positive int (a ``ValueError``).
     """
-    if max_length is not None and max_length < 1:
-        raise ValueError(f"max_length must be positive, got {max_length}")
+    if max_length is not None and (not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1):
+        raise CollatorArgumentError(
+            f"max_length must be positive: the model's maximum sequence length in tokens, or None for buckets up to "
+            f"512; got {max_length!r}"
+        )
     limit = 512 if max_length is None else max_length
     buckets = []
     length = AUTO_MIN_BUCKET
@@ -187,6 +193,11 @@ class BucketCollator:
         buckets: increasing bucket lengths, or None for :func:`auto_buckets` of ``max_length``.
         pad_token_id: pad value for ``input_ids``.
         max_length: the model's maximum sequence length (for automatic buckets).
+
+    Raises:
+        CollatorArgumentError: ``collate_fn`` is not callable; ``buckets`` that
+            ``TrainingCompilerConfig(buckets=...)`` refuses (empty, more than 16, not increasing, above
+            2**20); a ``max_length`` below 1.
     """
 
     def __init__(
@@ -196,6 +207,16 @@ class BucketCollator:
         pad_token_id: int = 0,
         max_length: int | None = None,
     ) -> None:
+        if not callable(collate_fn):
+            raise CollatorArgumentError(
+                f"BucketCollator wraps a collate function (a list of samples -> a batch), got "
+                f"{type(collate_fn).__name__} {collate_fn!r}; e.g. BucketCollator(DataCollatorWithPadding(tokenizer)), "
+                "or torch.utils.data.default_collate"
+            )
+        lengths = list(buckets) if isinstance(buckets, Sequence) and not isinstance(buckets, str) else buckets
+        problem = bucket_problem(lengths)
+        if buckets is not None and problem is not None:
+            raise CollatorArgumentError(f"BucketCollator(buckets={buckets!r}): {problem}")
         self.collate_fn = collate_fn
         self.buckets = list(buckets) if buckets is not None else auto_buckets(max_length)
         self.pad_token_id = pad_token_id

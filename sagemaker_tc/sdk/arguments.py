@@ -16,13 +16,16 @@ from sagemaker.core.helper.pipeline_variable import PipelineVariable
 
 from sagemaker_tc.config import TrainingCompilerConfig, checked_config
 from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, UnsupportedInstanceTypeError
+from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
+from sagemaker_tc.sdk.job_environment import check_reserved_names
 from sagemaker_tc.sdk.local_process import local_path
 from sagemaker_tc.sdk.source import SourceSpec
 from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
 
 DEFAULT_OUTPUT_PATH = "sagemaker-tc-output"
 DEFAULT_MAX_RUN_SECONDS = 24 * 60 * 60  # SageMaker's default MaxRuntimeInSeconds (1 day)
+MAX_RUN_SECONDS = 28 * 24 * 60 * 60  # StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days"
 # CreateTrainingJob RoleArn: arn:aws[-partition]:iam::<account>:role/<path/name>, 20-2048 chars.
 _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 CLOUD_KINDS = (InstanceKind.GPU, InstanceKind.CPU)
@@ -49,19 +52,27 @@ TEXT_ARGUMENTS: dict[str, tuple[tuple[type, ...], str]] = {
     "pytorch_version": ((str,), "a version string such as '2.8'"),
     "framework_version": ((str,), "a version string such as '2.8'"),
 }
+# Text arguments where an empty string would silently mean something else (the default image, the
+# current folder, the default output folder): refused, leave the argument out instead.
+NON_EMPTY_ARGUMENTS = ("source_dir", "output_path", "image_uri", "checkpoint_s3_uri", "checkpoint_local_path")
 
 
 def check_types(**values: Any) -> None:
     """Check the type of each text argument given (None is always accepted: the default).
 
     Raises:
-        EstimatorArgumentError: an argument of :data:`TEXT_ARGUMENTS` has another type; the message
-            names the argument and what it accepts.
+        EstimatorArgumentError: an argument of :data:`TEXT_ARGUMENTS` has another type, or one of
+            :data:`NON_EMPTY_ARGUMENTS` is an empty string; the message names the argument and what
+            it accepts.
     """
     for name, value in values.items():
         types, accepted = TEXT_ARGUMENTS[name]
         if value is not None and not isinstance(value, types):
             raise EstimatorArgumentError(f"{name} must be {accepted}, got {type(value).__name__} {value!r}")
+        if name in NON_EMPTY_ARGUMENTS and isinstance(value, str) and not value.strip():
+            raise EstimatorArgumentError(
+                f"{name}={value!r} is empty: give {accepted}, or leave {name} out for its default"
+            )
 
 
 def check_flag(name: str, value: Any) -> bool:
@@ -184,8 +195,14 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
     runs locally runs on SageMaker unchanged; values may not hold a NUL byte (no process environment
     can). SageMaker jobs also get the API's limits: 100 variables, 512 characters per name and value.
 
+    Names the job sets itself are refused, or warned about (:mod:`sagemaker_tc.sdk.job_environment`).
+
     Raises:
-        EstimatorArgumentError: not a mapping of strings to strings, or a name or value those rules refuse.
+        EstimatorArgumentError: not a mapping of strings to strings, a name or value those rules
+            refuse, or a reserved name (``SM_MODEL_DIR``, ``SAGEMAKER_BASE_DIR``, ...).
+
+    Warns:
+        ReservedEnvironmentWarning: a name torchrun sets in each process (``RANK``, ...).
     """
     if environment is None:
         return {}
@@ -206,6 +223,7 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
                 f"environment variable {name!r}: SageMaker training jobs take names and values of at most "
                 f"{MAX_ENV_CHARS} characters"
             )
+    check_reserved_names(environment)
     if cloud and len(environment) > MAX_ENV_ENTRIES:
         raise EstimatorArgumentError(
             f"environment has {len(environment)} variables; SageMaker training jobs take at most {MAX_ENV_ENTRIES}"
@@ -218,21 +236,34 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
     bucket), a local folder or ``file://`` URI for local modes (default ``./sagemaker-tc-output``).
 
     Raises:
-        EstimatorArgumentError: an ``s3://`` path for a local mode, or a local one for a SageMaker job.
+        EstimatorArgumentError: an ``s3://`` path for a local mode, or a local one for a SageMaker job;
+            an empty one; a local folder that cannot be written (a file on its path, a read-only or
+            virtual file system such as ``/proc``).
     """
+    if isinstance(output_path, str) and not output_path.strip():
+        raise EstimatorArgumentError(
+            f"output_path={output_path!r} is empty: give a folder path or an s3:// URI, or leave output_path out "
+            f"for its default ({DEFAULT_OUTPUT_PATH!r} locally, the session's default bucket on SageMaker)"
+        )
     if cloud:
         if output_path is not None and not str(output_path).startswith("s3://"):
             raise EstimatorArgumentError(
                 f"output_path for SageMaker training jobs is an s3:// URI, got {output_path!r}"
             )
         return output_path if output_path is None else check_s3_uri("output_path", output_path)
-    output_path = os.fspath(output_path or DEFAULT_OUTPUT_PATH)
+    output_path = os.fspath(DEFAULT_OUTPUT_PATH if output_path is None else output_path)
     folder = local_path(output_path)  # local modes write locally: refuse s3:// now
     existing = next(path for path in (folder, *folder.parents) if path.exists())
     if not existing.is_dir():
         raise EstimatorArgumentError(
             f"output_path {output_path!r} cannot be a folder: {str(existing)!r} is a file; give a folder path "
             "(it is created if missing)"
+        )
+    reason = unwritable_reason(folder)
+    if reason is not None:
+        raise EstimatorArgumentError(
+            f"output_path {output_path!r} cannot be written: {reason}; give a folder you can write to (it is created "
+            "if missing)"
         )
     return output_path
 
@@ -241,10 +272,15 @@ def check_max_run(max_run: Any) -> int:
     """``max_run``: the job's time limit, seconds (SageMaker's StoppingCondition.MaxRuntimeInSeconds).
 
     Raises:
-        EstimatorArgumentError: not a positive integer.
+        EstimatorArgumentError: not a positive integer, or more than SageMaker's 28 days.
     """
     if not isinstance(max_run, int) or isinstance(max_run, bool) or max_run < 1:
         raise EstimatorArgumentError(f"max_run must be a positive number of seconds, got {max_run!r}")
+    if max_run > MAX_RUN_SECONDS:
+        raise EstimatorArgumentError(
+            f"max_run={max_run} seconds is more than SageMaker allows: a training job runs at most 28 days "
+            f"({MAX_RUN_SECONDS} seconds)"
+        )
     return max_run
 
 

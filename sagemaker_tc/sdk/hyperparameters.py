@@ -22,6 +22,10 @@ from sagemaker_tc.warn import warn_user
 # CreateTrainingJob limits (SageMaker API reference, HyperParameters): key <= 256 chars, value <= 2500.
 MAX_KEY_CHARS = 256
 MAX_VALUE_CHARS = 2500
+# CreateTrainingJob HyperParameters: at most 100 entries. The estimators add up to 10 of their own
+# (SMTC's and sagemaker-tc's compiler keys, the toolkit's script-mode keys, torchrun's switch).
+MAX_HYPERPARAMETERS = 100
+ESTIMATOR_KEYS = 10
 RESERVED_PREFIX = HP_TOOLKIT_PREFIX
 # A name becomes the option --<name> and the variable SM_HP_<NAME>: no leading '-' (it would read
 # ----name), no '=' (illegal in a variable name), no whitespace or control characters.
@@ -69,8 +73,9 @@ def encode_hyperparameters(
         name -> JSON text, in the given order.
 
     Raises:
-        HyperparameterError: not a mapping, a name that is not a non-empty string of at most 256
-            characters, a user name or value :func:`check_user_hyperparameter` refuses, or a value
+        HyperparameterError: not a mapping, more than :data:`MAX_HYPERPARAMETERS` less the
+            estimators' own keys, a name that is not a non-empty string of at most 256 characters, a
+            user name or value :func:`check_user_hyperparameter` refuses, or a value
             :func:`encode_value` rejects.
 
     Warns:
@@ -82,6 +87,8 @@ def encode_hyperparameters(
         raise HyperparameterError(
             f"hyperparameters must be a dict of name -> value, got {type(hyperparameters).__name__}"
         )
+    if not allow_reserved:
+        check_count(len(hyperparameters), sdk_keys=ESTIMATOR_KEYS)
     encoded: dict[str, str] = {}
     for name, value in hyperparameters.items():
         if not isinstance(name, str) or not name or len(name) > MAX_KEY_CHARS:
@@ -93,6 +100,21 @@ def encode_hyperparameters(
             check_user_hyperparameter(name, value)
         encoded[name] = encode_value(name, value)
     return encoded
+
+
+def check_count(count: int, *, sdk_keys: int) -> None:
+    """SageMaker takes at most 100 hyperparameters per job, ``sdk_keys`` of them the SDK's own.
+
+    Raises:
+        HyperparameterError: more than ``100 - sdk_keys`` of the user's.
+    """
+    room = MAX_HYPERPARAMETERS - sdk_keys
+    if count > room:
+        raise HyperparameterError(
+            f"{count} hyperparameters is more than a job can take: SageMaker takes at most {MAX_HYPERPARAMETERS} per "
+            f"training job, {sdk_keys} of them sagemaker-tc's own, which leaves {room}; pass the rest in one JSON "
+            "value or a config file in source_dir"
+        )
 
 
 def check_hyperparameter_name(name: str) -> None:

@@ -18,6 +18,9 @@ from sagemaker_tc.errors import CpuInstanceWarning, UnsupportedInstanceTypeError
 from sagemaker_tc.warn import warn_user
 
 LOCAL_PROCESS = "local_process"
+# CreateTrainingJob's InstanceCount has no maximum of its own (the account's service quotas decide);
+# more than this is a typo, not a training cluster.
+MAX_INSTANCE_COUNT = 1000
 _ML_TYPE_RE = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.(?P<size>[a-z0-9-]+)$")
 
 
@@ -42,13 +45,18 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
 
     Raises:
         UnsupportedInstanceTypeError: not an instance type, an unknown or Neuron family, or a count
-            that is not a positive integer.
+            that is not a positive integer up to :data:`MAX_INSTANCE_COUNT`.
 
     A CPU family is accepted here; the estimator then checks that it has a CPU image and calls
     :func:`warn_cpu_instance`.
     """
     if not isinstance(instance_count, int) or isinstance(instance_count, bool) or instance_count < 1:
         raise UnsupportedInstanceTypeError(f"instance_count must be a positive integer, got {instance_count!r}")
+    if instance_count > MAX_INSTANCE_COUNT:
+        raise UnsupportedInstanceTypeError(
+            f"instance_count={instance_count} is more than sagemaker-tc accepts ({MAX_INSTANCE_COUNT}); the "
+            "account's SageMaker quotas limit it further: give the number of hosts the job trains on"
+        )
     if instance_type == LOCAL_PROCESS:
         return InstanceKind.LOCAL_PROCESS
     if instance_type in ("local", "local_gpu"):

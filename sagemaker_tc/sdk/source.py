@@ -64,6 +64,14 @@ def _path_argument(name: str, value: object) -> str:
     return os.fspath(value)
 
 
+def _refuse_folder(entry_point: str, entry_file: Path) -> None:
+    if entry_file.is_dir():
+        raise SourceNotFoundError(
+            f"entry_point {entry_point!r} is a folder, not a script: give the training script's file, e.g. "
+            "'train.py', and the folder as source_dir"
+        )
+
+
 def resolve_source(
     entry_point: str, source_dir: str | os.PathLike | None, *, allow_outside_links: bool = False
 ) -> SourceSpec:
@@ -74,13 +82,20 @@ def resolve_source(
     rules of :mod:`sagemaker_tc.sdk.source_tree` refuse fails now, not at ``fit()``.
 
     Raises:
-        EstimatorArgumentError: ``entry_point`` is missing or empty, or names the launcher file;
-            ``source_dir`` is not a path.
-        SourceNotFoundError: ``source_dir`` is not a folder, or the entry point file does not exist.
+        EstimatorArgumentError: ``entry_point`` is missing, empty or not a path string, or names
+            the launcher file; ``source_dir`` is not a path.
+        SourceNotFoundError: ``source_dir`` is not a folder; the entry point is a folder or does not
+            exist.
         SourceLinkError: a link in ``source_dir`` resolves outside it (without ``allow_outside_links``),
             dangles, or loops.
     """
-    if not isinstance(entry_point, str) or not entry_point.strip():
+    if entry_point is not None and not isinstance(entry_point, (str, os.PathLike)):
+        raise EstimatorArgumentError(
+            f"entry_point must be the path of your training script as a string, e.g. 'train.py', got "
+            f"{type(entry_point).__name__} {entry_point!r}"
+        )
+    entry_point = os.fspath(entry_point) if entry_point is not None else None
+    if not entry_point or not entry_point.strip():
         raise EstimatorArgumentError("entry_point is required: the path of your training script, e.g. 'train.py'")
     if source_dir is not None:
         source_dir = _path_argument("source_dir", source_dir)
@@ -91,12 +106,14 @@ def resolve_source(
         entry_file = Path(os.path.normpath(root / entry_point))
         if not entry_file.is_relative_to(root):
             raise SourceNotFoundError(f"entry_point {entry_point!r} must be inside source_dir {str(root)!r}")
+        _refuse_folder(entry_point, entry_file)
         if not entry_file.is_file():
             raise SourceNotFoundError(f"entry_point {entry_point!r} was not found in source_dir {str(root)!r}")
         relative = entry_file.relative_to(root).as_posix()
     else:
         root = None
         entry_file = Path(entry_point).expanduser().resolve()
+        _refuse_folder(entry_point, entry_file)
         if not entry_file.is_file():
             raise SourceNotFoundError(f"entry_point {entry_point!r} does not exist (no source_dir was given)")
         relative = entry_file.name

@@ -10,6 +10,7 @@ combined with it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,20 @@ from sagemaker.train.utils import safe_serialize
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import (
+    EstimatorArgumentError,
     HyperparameterError,
     ModelTrainerArgumentError,
     SourceNotFoundError,
     UnsupportedInstanceTypeError,
 )
 from sagemaker_tc.sdk import arguments
-from sagemaker_tc.sdk.hyperparameters import MAX_KEY_CHARS, check_hyperparameter_name, check_value_text
+from sagemaker_tc.sdk.hyperparameters import (
+    MAX_KEY_CHARS,
+    check_count,
+    check_hyperparameter_name,
+    check_value_text,
+    encode_value,
+)
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.source_tree import SourceEntry, source_entries
 from sagemaker_tc.sdk.v3.driver import TrainingCompilerDriver
@@ -51,8 +59,9 @@ def check_source_code(source_code: Any, *, local: bool) -> str:
         ModelTrainerArgumentError: no ``source_code``; a ``command`` (the compiler runs inside the
             Python process of ``entry_script``, and cannot wrap a shell command); ``args`` (only
             ``command`` reads them); no ``entry_script``; an entry script that is not a ``.py`` file.
-        SourceNotFoundError: ``local_process`` with a ``source_dir`` that is not a local folder, or
-            without the entry script in it.
+        SourceNotFoundError: ``local_process`` with a ``source_dir`` that is not a local folder; an
+            entry script outside ``source_dir`` (absolute, or ``../``), or not a file in a local
+            ``source_dir`` (missing, or a folder).
     """
     if source_code is None:
         raise ModelTrainerArgumentError(
@@ -81,16 +90,40 @@ def check_source_code(source_code: Any, *, local: bool) -> str:
             f"SourceCode.entry_script={entry_script!r} is not a Python script: with compiler_config the entry script "
             "must be a .py file (the compiler runs inside the Python process); shell scripts run without it"
         )
-    if local:
-        folder = Path(str(source_code.source_dir or ""))
-        if not source_code.source_dir or not folder.is_dir():
+    _check_entry_script_path(entry_script)
+    folder = Path(str(source_code.source_dir or ""))
+    if local and (not source_code.source_dir or not folder.is_dir()):
+        raise SourceNotFoundError(
+            f"instance_type='local_process' runs code from a local folder: SourceCode.source_dir="
+            f"{source_code.source_dir!r} is not one"
+        )
+    if isinstance(source_code.source_dir, str) and source_code.source_dir and folder.is_dir():
+        if (folder / entry_script).is_dir():
             raise SourceNotFoundError(
-                f"instance_type='local_process' runs code from a local folder: SourceCode.source_dir="
-                f"{source_code.source_dir!r} is not one"
+                f"entry_script {entry_script!r} is a folder, not a script: give the training script's file in "
+                "source_dir, e.g. 'train.py'"
             )
         if not (folder / entry_script).is_file():
             raise SourceNotFoundError(f"entry_script {entry_script!r} was not found in source_dir {str(folder)!r}")
     return entry_script
+
+
+def _check_entry_script_path(entry_script: Any) -> None:
+    """``entry_script`` is a path relative to ``source_dir`` that stays inside it (the estimators' rule
+    for ``entry_point``): the job's code folder holds ``source_dir`` only.
+
+    Raises:
+        SourceNotFoundError: an absolute path, or one that leads out of ``source_dir`` with ``..``.
+    """
+    if not isinstance(entry_script, str):
+        return
+    normalized = os.path.normpath(entry_script)
+    if os.path.isabs(entry_script) or normalized == ".." or normalized.startswith("../"):
+        raise SourceNotFoundError(
+            f"SourceCode.entry_script={entry_script!r} must be inside source_dir: the job's code folder holds "
+            "source_dir only; give the script's path relative to source_dir, e.g. 'train.py', or move the script "
+            "into source_dir"
+        )
 
 
 def source_files(source_code: Any) -> list[SourceEntry] | None:
@@ -161,7 +194,8 @@ def check_compute(training_mode: Mode, compute: Any, *, warn: bool) -> tuple[str
         CpuInstanceWarning: a CPU instance type (when ``warn``).
     """
     instance_type = getattr(compute, "instance_type", None) or DEFAULT_INSTANCE_TYPE
-    count = getattr(compute, "instance_count", None) or 1
+    count = getattr(compute, "instance_count", None)
+    count = 1 if count is None else count  # sagemaker-train's default; 0 is refused below, not run as 1
     if getattr(compute, "instance_groups", None):
         raise UnsupportedInstanceTypeError(
             "Compute(instance_groups=...): heterogeneous clusters are not supported with the compiler (nor were "
@@ -203,6 +237,12 @@ def check_environment(environment: Any, *, cloud: bool) -> None:
         )
     plain = {name: value for name, value in environment.items() if not isinstance(value, PipelineVariable)}
     arguments.check_environment(plain, cloud=cloud)
+    arguments.check_reserved_names(name for name in environment if name not in plain)
+    if cloud and len(environment) >= arguments.MAX_ENV_ENTRIES:
+        raise EstimatorArgumentError(
+            f"environment has {len(environment)} variables; SageMaker training jobs take at most "
+            f"{arguments.MAX_ENV_ENTRIES}, and sagemaker_tc.ModelTrainer adds {contract.ENV_SETTINGS}"
+        )
 
 
 def check_hyperparameters(hyperparameters: Any) -> None:
@@ -211,7 +251,8 @@ def check_hyperparameters(hyperparameters: Any) -> None:
     does) and each value, as ModelTrainer sends it, fits SageMaker's 2500 characters.
 
     Raises:
-        HyperparameterError: not a dict, or a name or value those rules refuse.
+        HyperparameterError: not a dict, more than SageMaker's 100, or a name or value those rules
+            refuse (a value that is not JSON: NaN, infinity, a set, an object).
 
     Warns:
         HyperparameterWarning: a value the script's argument parser will read as an option.
@@ -220,12 +261,27 @@ def check_hyperparameters(hyperparameters: Any) -> None:
         return
     if not isinstance(hyperparameters, Mapping):
         raise HyperparameterError(f"hyperparameters must be a dict of name -> value, got {type(hyperparameters)}")
+    check_count(len(hyperparameters), sdk_keys=0)  # ModelTrainer's settings travel in the environment
     for name, value in hyperparameters.items():
         if not isinstance(name, str) or not name or len(name) > MAX_KEY_CHARS:
             raise HyperparameterError(f"hyperparameter name {name!r} is not accepted: a non-empty string")
         check_hyperparameter_name(name)
-        if not isinstance(value, PipelineVariable):
-            check_value_text(name, value if isinstance(value, str) else safe_serialize(value))
+        if isinstance(value, PipelineVariable):
+            continue
+        if not isinstance(value, str):
+            encode_value(name, value)  # the estimators' rule: JSON values only (no NaN, infinity, sets, objects)
+        check_value_text(name, value if isinstance(value, str) else safe_serialize(value))
+
+
+def check_stopping_condition(stopping_condition: Any) -> None:
+    """``StoppingCondition.max_runtime_in_seconds``, checked as the estimators check ``max_run``.
+
+    Raises:
+        EstimatorArgumentError: not a positive integer, or more than SageMaker's 28 days.
+    """
+    max_run = getattr(stopping_condition, "max_runtime_in_seconds", None)
+    if isinstance(max_run, int) or isinstance(max_run, float):
+        arguments.check_max_run(max_run)
 
 
 def hyperparameter_text(hyperparameters: Mapping[str, Any] | None) -> dict[str, str]:

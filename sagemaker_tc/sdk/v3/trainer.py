@@ -41,6 +41,20 @@ from sagemaker_tc.sdk.local_process import LocalJobResult
 from sagemaker_tc.sdk.v3 import checks
 
 
+def _describe(error: ValidationError) -> str:
+    """pydantic's error list as one line per argument: what was given, and each form it accepts (a
+    union type such as ``str | PipelineVariable`` gives one error per form)."""
+    by_argument: dict[str, list[dict[str, Any]]] = {}
+    for item in error.errors():
+        by_argument.setdefault(str(item["loc"][0]) if item["loc"] else "<arguments>", []).append(item)
+    lines = []
+    for argument, items in by_argument.items():
+        given = items[0].get("input")
+        accepted = "; or ".join(dict.fromkeys(item["msg"] for item in items))
+        lines.append(f"{argument}: got {type(given).__name__} {given!r}, accepted: {accepted}")
+    return "; ".join(lines)
+
+
 class ModelTrainer(_SdkModelTrainer):
     """sagemaker-train's ``ModelTrainer`` plus ``compiler_config``.
 
@@ -53,11 +67,13 @@ class ModelTrainer(_SdkModelTrainer):
             settings do not fit SageMaker's 512-character environment values.
         ModelTrainerArgumentError: see :func:`~sagemaker_tc.sdk.v3.checks.check_source_code` and
             :func:`~sagemaker_tc.sdk.v3.checks.check_distributed`; ``algorithm_name`` instead of
-            ``training_image``.
+            ``training_image``; an argument of the wrong type (sagemaker-train's own validation,
+            one line per argument; also with the compiler off).
         UnsupportedImageError: a ``training_image`` that is an AWS Deep Learning Container without
             PyTorch >= 2.6 (an SMTC image, a TensorFlow image, PyTorch 1.x).
         UnsupportedInstanceTypeError: see :func:`~sagemaker_tc.sdk.v3.checks.check_compute`.
-        EstimatorArgumentError: an environment variable or local ``cache`` the estimators refuse.
+        EstimatorArgumentError: an environment variable (a reserved name included) or local
+            ``cache`` the estimators refuse; a ``StoppingCondition`` over SageMaker's 28 days.
         HyperparameterError: a hyperparameter name or value the estimators refuse.
         SourceNotFoundError: ``local_process`` without a local ``source_dir`` holding the entry script.
         SourceLinkError: a link in a local ``source_dir`` resolves outside it, dangles or loops (see
@@ -81,12 +97,13 @@ class ModelTrainer(_SdkModelTrainer):
             ]
             if named:
                 raise named[0] from None
-            raise
+            raise ModelTrainerArgumentError(f"ModelTrainer arguments not accepted: {_describe(error)}") from None
 
     def model_post_init(self, context: Any, /) -> None:
+        from_file = isinstance(self.hyperparameters, str)
         self._apply_compiler(warn=True)  # before sagemaker-train's defaults (role, bucket: AWS calls)
         super().model_post_init(context)
-        if self.compiler_enabled or self._runs_local_process:
+        if (self.compiler_enabled and from_file) or (not self.compiler_enabled and self._runs_local_process):
             checks.check_hyperparameters(self.hyperparameters)  # a hyperparameters file is loaded by now
 
     @property
@@ -124,6 +141,9 @@ class ModelTrainer(_SdkModelTrainer):
             )
         check_training_image(self.training_image)
         instance_type, kind = checks.check_compute(self.training_mode, self.compute, warn=warn)
+        checks.check_stopping_condition(self.stopping_condition)
+        if warn and not isinstance(self.hyperparameters, str):  # when built; a file's once sagemaker-train loads it
+            checks.check_hyperparameters(self.hyperparameters)
         config = arguments.resolve_cache(config, kind)
         arguments.check_backend(config, kind, instance_type)
         environment = dict(self.environment or {})
