@@ -101,6 +101,18 @@ class DockerNotAvailableError(SagemakerTCError, RuntimeError):
     """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
 
 
+class OptMlUnavailableError(SagemakerTCError, RuntimeError):
+    """A ``local_process`` job names ``/opt/ml`` (a hyperparameter, an environment value, its code, or
+    checkpoints), but this machine cannot give each host a private mount namespace where ``/opt/ml`` is
+    the job's folder (not Linux, no ``unshare``, namespaces denied). Raised before the job starts; the
+    message names the ``SM_*`` variables to read instead."""
+
+
+class OptMlNotMappedWarning(UserWarning):
+    """A ``local_process`` job runs without a private ``/opt/ml`` (no mount namespace on this machine); it
+    does not name ``/opt/ml``, so it runs with the job's folders from the ``SM_*`` variables."""
+
+
 class SessionStateError(SagemakerTCError, RuntimeError):
     """A compiler session was opened while another is open in the process, or used after it was closed."""
 

@@ -19,6 +19,7 @@ from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, Unsupported
 from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
 from sagemaker_tc.sdk.job_environment import check_reserved_names
+from sagemaker_tc.sdk.local_checkpoints import check_local_checkpoints
 from sagemaker_tc.sdk.local_process import local_path
 from sagemaker_tc.sdk.source import SourceSpec
 from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
@@ -318,12 +319,18 @@ def resolve_cache(config: TrainingCompilerConfig | None, kind: InstanceKind) -> 
     return config.model_copy(update={"cache": os.path.abspath(os.path.expanduser(config.cache))})
 
 
-def check_checkpoints(checkpoint_s3_uri: Any, checkpoint_local_path: Any, *, cloud: bool) -> None:
-    """SageMaker's checkpoint sync: an ``s3://`` URI, and optionally the container folder synced with it.
+def check_checkpoints(
+    checkpoint_s3_uri: Any, checkpoint_local_path: Any, *, cloud: bool, kind: InstanceKind | None = None
+) -> None:
+    """SageMaker's checkpoint sync: an ``s3://`` URI, and optionally the container folder synced with it
+    (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.local_checkpoints`).
 
     Raises:
         EstimatorArgumentError: a non-``s3://`` URI, a local path without a URI, or a URI for a local mode.
     """
+    if kind is InstanceKind.LOCAL_PROCESS and checkpoint_s3_uri is not None:
+        check_local_checkpoints(checkpoint_s3_uri, checkpoint_local_path)
+        return
     if checkpoint_s3_uri is not None and not str(checkpoint_s3_uri).startswith("s3://"):
         raise EstimatorArgumentError(f"checkpoint_s3_uri must be an s3:// URI, got {checkpoint_s3_uri!r}")
     if checkpoint_s3_uri is not None:

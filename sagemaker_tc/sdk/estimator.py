@@ -128,7 +128,7 @@ class _FrameworkEstimator:
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
         self.environment = arguments.check_environment(environment, cloud=self.is_cloud)
         self._check_job_settings(output_path, base_job_name, metric_definitions, max_run, volume_size)
-        arguments.check_checkpoints(checkpoint_s3_uri, checkpoint_local_path, cloud=self.is_cloud)
+        arguments.check_checkpoints(checkpoint_s3_uri, checkpoint_local_path, cloud=self.is_cloud, kind=self._kind)
         self.checkpoint_s3_uri, self.checkpoint_local_path = checkpoint_s3_uri, checkpoint_local_path
         self.sagemaker_session = sagemaker_session  # kept for SDK compatibility; local_process needs no session
         self.model_data: str | None = None

@@ -17,6 +17,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -24,6 +25,8 @@ from urllib.parse import unquote, urlparse
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
+from sagemaker_tc.sdk import job_namespace
+from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync
 from sagemaker_tc.sdk.local_hosts import HostCommand, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
@@ -181,6 +184,10 @@ def run_job(
     end on their own, then are stopped and their ``output/failure`` names the failed host. Every
     host is stopped (SIGKILL) after ``StoppingCondition.MaxRuntimeInSeconds``.
 
+    Each host runs in its own mount namespace where ``/opt/ml`` is its job folder, and a
+    ``CheckpointConfig`` syncs a local folder with each host's checkpoint folder (see
+    :mod:`~sagemaker_tc.sdk.job_namespace` and :mod:`~sagemaker_tc.sdk.local_checkpoints`).
+
     Args:
         request: the job; its ``output_data_config.s3_output_path`` must be local.
         logs: stream each host's log (stdout and stderr, prefixed ``algo-N | ``) to ``log_sink``.
@@ -192,10 +199,14 @@ def run_job(
 
     Raises:
         ChannelNotFoundError: a channel's local path does not exist.
-        EstimatorArgumentError: the output path is not local, or the job folder exists.
+        EstimatorArgumentError: the output or checkpoint path is not local, the checkpoint folder is
+            not under ``/opt/ml``, or the job folder exists.
+        OptMlUnavailableError: the job names ``/opt/ml`` and this machine allows no mount namespace.
     """
     output_root = local_path(request.output_data_config.s3_output_path) / request.training_job_name
     job_dirs = _host_dirs(request, output_root)
+    namespace = job_namespace.prepare(request)  # before any folder is made: a refusal leaves nothing
+    checkpoints = _checkpoint_sync(request, job_dirs)
     for host, job_dir in job_dirs.items():
         prepare_job_dir(request, job_dir, host)
     logger.info(
@@ -205,7 +216,13 @@ def run_job(
     max_run = request.stopping_condition.max_runtime_in_seconds
     started = time.monotonic()
     commands = {host: host_command(job_dir, host) for host, job_dir in job_dirs.items()}
-    exit_codes = run_hosts(commands, job_dirs, _job_environment(request), sink, max_run=max_run)
+    if namespace is not None:  # one mount namespace per host, where /opt/ml is its job folder
+        commands = {host: namespace.wrap(command, job_dirs[host]) for host, command in commands.items()}
+    try:
+        with checkpoints:
+            exit_codes = run_hosts(commands, job_dirs, _job_environment(request), sink, max_run=max_run)
+    finally:
+        job_namespace.remove_stages(job_dirs)
     duration = time.monotonic() - started
     first = next(iter(job_dirs.values()))  # algo-1
     model_tar, output_tar = _write_artifacts(first, output_root / "output")
@@ -238,6 +255,13 @@ def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path
     if output_root.exists() and any(job_dir.exists() for job_dir in job_dirs.values()):
         raise EstimatorArgumentError(f"job folder {output_root} already exists: job names must be unique")
     return job_dirs
+
+
+def _checkpoint_sync(request: TrainingJobRequest, job_dirs: dict[str, Path]) -> AbstractContextManager:
+    """The job's checkpoint sync (:mod:`~sagemaker_tc.sdk.local_checkpoints`), or nothing to do without one."""
+    if request.checkpoint_config is None:
+        return nullcontext()
+    return checkpoint_sync(request, job_dirs, local_path(request.checkpoint_config.s3_uri))
 
 
 def _job_environment(request: TrainingJobRequest) -> dict[str, str]:

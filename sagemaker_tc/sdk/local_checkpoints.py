@@ -1,0 +1,124 @@
+"""Checkpoint sync for docker-free (``local_process``) jobs, like SageMaker's: ``checkpoint_s3_uri``
+is a local folder (``file://`` URI or plain path) and ``checkpoint_local_path`` (default
+``/opt/ml/checkpoints``) a folder under ``/opt/ml``, i.e. under each host's job folder.
+
+At job start the location's files are copied into every host's checkpoint folder; while the job
+runs, files new or changed there are copied out every :data:`SYNC_INTERVAL_S` seconds by a
+background thread; when the job ends (however it ends) they are copied out a last time. As on
+SageMaker, files deleted in the job are not deleted at the location, and every host syncs with the
+same location.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path, PurePosixPath
+
+from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.sdk.request import TrainingJobRequest
+
+DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
+OPT_ML = PurePosixPath("/opt/ml")
+# Seconds between copies out while the job runs (SageMaker uploads continuously; a file written
+# between two copies reaches the location at the next one, or at the end).
+SYNC_INTERVAL_S = 10.0
+
+
+def host_folder(local_path: str | None, job_dir: Path) -> Path:
+    """Where a host's ``checkpoint_local_path`` lies on this machine: the same path under its job folder.
+
+    Raises:
+        EstimatorArgumentError: ``local_path`` is not a folder under ``/opt/ml``.
+    """
+    path = PurePosixPath(local_path or DEFAULT_LOCAL_PATH)
+    if not path.is_absolute() or OPT_ML not in path.parents or ".." in path.parts:
+        raise EstimatorArgumentError(
+            f"checkpoint_local_path={local_path!r}: local_process maps only folders under /opt/ml (the job's "
+            "own folder), e.g. '/opt/ml/checkpoints'"
+        )
+    return job_dir.joinpath(*path.relative_to(OPT_ML).parts)
+
+
+def copy_new(source: Path, target: Path) -> None:
+    """Copy every file under ``source`` that ``target`` lacks or holds at another size or time."""
+    if not source.is_dir():
+        return
+    for path in sorted(source.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        destination = target / path.relative_to(source)
+        try:
+            stat = path.stat()
+            if destination.is_file():
+                known = destination.stat()
+                if (known.st_size, known.st_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+                    continue
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            partial = destination.with_name(f".{destination.name}.sagemaker-tc-partial")
+            shutil.copy2(path, partial)
+            os.replace(partial, destination)  # a reader never sees half a file
+        except FileNotFoundError:  # removed by the job while being copied: the next pass decides
+            continue
+
+
+class CheckpointSync:
+    """The job's checkpoint sync between ``location`` and each host's checkpoint folder.
+
+    Use as a context manager around the job: entering copies in and starts the copy-out thread;
+    leaving stops it and copies out a last time.
+    """
+
+    def __init__(self, location: Path, folders: list[Path], interval_s: float | None = None) -> None:
+        self.location, self.folders = location, folders
+        self.interval_s = SYNC_INTERVAL_S if interval_s is None else interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sagemaker-tc-checkpoint-sync", daemon=True)
+
+    def copy_out(self) -> None:
+        """Copy each host's new or changed checkpoint files to the location."""
+        for folder in self.folders:
+            copy_new(folder, self.location)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.copy_out()
+
+    def __enter__(self) -> CheckpointSync:
+        self.location.mkdir(parents=True, exist_ok=True)
+        for folder in self.folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            copy_new(self.location, folder)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.copy_out()
+
+
+def checkpoint_sync(request: TrainingJobRequest, job_dirs: dict[str, Path], location: Path) -> CheckpointSync:
+    """The sync for ``request``'s checkpoint config over its hosts' job folders.
+
+    Raises:
+        EstimatorArgumentError: the config's local path is not under ``/opt/ml``.
+    """
+    local_path = request.checkpoint_config.local_path if request.checkpoint_config else None
+    local_path = local_path if isinstance(local_path, str) else None  # sagemaker-core's Unassigned: the default
+    return CheckpointSync(location, [host_folder(local_path, job_dir) for job_dir in job_dirs.values()])
+
+
+def check_local_checkpoints(checkpoint_s3_uri: str, checkpoint_local_path: str | None) -> None:
+    """``local_process``'s checkpoint arguments, at construction: a local location and an ``/opt/ml`` folder.
+
+    Raises:
+        EstimatorArgumentError: an ``s3://`` (or other remote) location, or a folder outside ``/opt/ml``.
+    """
+    if "://" in checkpoint_s3_uri and not checkpoint_s3_uri.startswith("file://"):
+        raise EstimatorArgumentError(
+            f"checkpoint_s3_uri={checkpoint_s3_uri!r}: instance_type='local_process' syncs checkpoints with a "
+            "folder on this machine: give a file:// URI or a path (an s3:// URI is for SageMaker training jobs)"
+        )
+    host_folder(checkpoint_local_path, Path("/"))
