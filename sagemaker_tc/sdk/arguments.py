@@ -286,7 +286,8 @@ def check_checkpoints(checkpoint_s3_uri: Any, checkpoint_local_path: Any, *, clo
     """SageMaker's checkpoint sync: an ``s3://`` URI, and optionally the container folder synced with it.
 
     Raises:
-        EstimatorArgumentError: a non-``s3://`` URI, a local path without a URI, or a URI for a local mode.
+        EstimatorArgumentError: a non-``s3://`` URI, or a local path without a URI. (Local modes
+            accept it: the same notebook runs locally first.)
     """
     if checkpoint_s3_uri is not None and not str(checkpoint_s3_uri).startswith("s3://"):
         raise EstimatorArgumentError(f"checkpoint_s3_uri must be an s3:// URI, got {checkpoint_s3_uri!r}")
@@ -294,8 +295,6 @@ def check_checkpoints(checkpoint_s3_uri: Any, checkpoint_local_path: Any, *, clo
         check_s3_uri("checkpoint_s3_uri", checkpoint_s3_uri)
     if checkpoint_local_path is not None and checkpoint_s3_uri is None:
         raise EstimatorArgumentError("checkpoint_local_path needs checkpoint_s3_uri (the S3 side of the sync)")
-    if checkpoint_s3_uri is not None and not cloud:
-        raise EstimatorArgumentError("checkpoint_s3_uri applies to SageMaker training jobs (ml.* instance types)")
 
 
 def check_role(role: Any) -> str:

@@ -150,9 +150,9 @@ def create_job(request: TrainingJobRequest, session) -> CloudJob:
         output_data_config=request.output_data_config,
         resource_config=request.resource_config,
         stopping_condition=request.stopping_condition,
-        checkpoint_config=request.checkpoint_config,
         session=session.boto_session,
         region=session.boto_region_name,
+        **request.optional_fields(),  # CheckpointConfig, VpcConfig, Tags, ... as set
     )
     logger.info("Created training job %s", request.training_job_name)
     return CloudJob(job_name=request.training_job_name, session=session)
