@@ -232,7 +232,10 @@ def test_a_bare_training_input_is_the_training_channel_and_sdk_v2_objects_are_du
 @pytest.mark.parametrize(
     "channel, message",
     [
-        (TrainingInput(f"s3://{BUCKET}/t", distribution="Sharded"), "S3DataDistributionType='Sharded'.*FullyReplicated"),
+        (
+            TrainingInput(f"s3://{BUCKET}/t", distribution="Sharded"),
+            "S3DataDistributionType='Sharded'.*FullyReplicated",
+        ),
         (TrainingInput(f"s3://{BUCKET}/t", input_mode="Stream"), "InputMode='Stream'.*Pipe, File, FastFile"),
         (TrainingInput("/local/data"), "read s3:// URIs"),
         (FileSystemInput("fs-1", "EFS", "/d"), r"FileSystemId='fs-1'"),
@@ -292,7 +295,10 @@ def test_spot_without_a_checkpoint_location_warns(source_dir):
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        ({"volume_kms_key": "not a key!"}, r"volume_kms_key='not a key!' is not accepted by CreateTrainingJob \(KmsKeyId\)"),
+        (
+            {"volume_kms_key": "not a key!"},
+            r"volume_kms_key='not a key!' is not accepted by CreateTrainingJob \(KmsKeyId\)",
+        ),
         ({"output_kms_key": "k" * 2049}, r"output_kms_key=.*0 to 2048 characters"),
         ({"subnets": ["subnet 1"], "security_group_ids": ["sg-1"]}, r"subnets='subnet 1'.*\(SubnetId\)"),
         ({"subnets": ["subnet-1"], "security_group_ids": ["sg-" + "1" * 40]}, r"security_group_ids=.*0 to 32"),
@@ -350,8 +356,9 @@ def test_cloud_only_settings_are_accepted_locally_and_logged_once(source_dir, tm
     )
     logged = [record.getMessage() for record in caplog.records if "applies on SageMaker only" in record.getMessage()]
     assert logged == [
-        "tags, subnets, security_group_ids, volume_kms_key, use_spot_instances, max_wait, keep_alive_period_in_seconds, "
-        "max_retry_attempts, enable_network_isolation, input_mode, checkpoint_s3_uri: applies on SageMaker only "
+        "tags, subnets, security_group_ids, volume_kms_key, use_spot_instances, max_wait, "
+        "keep_alive_period_in_seconds, max_retry_attempts, enable_network_isolation, input_mode, checkpoint_s3_uri: "
+        "applies on SageMaker only "
         "(ml.* instance types); this local job runs without it"
     ]
     request = estimator._build_request("local-job", {}, "file:///code")
@@ -373,7 +380,9 @@ def test_sdk_v2_positional_order(source_dir):
     hf = HuggingFace("py312", entry_point="echo.py", source_dir=str(source_dir), instance_type="local_process")
     assert hf.py_version == "py312"
     assert HuggingFace("echo.py", source_dir=str(source_dir), instance_type="local_process").entry_point == "echo.py"
-    with pytest.raises(TypeError, match="takes at most 8 positional arguments, in SDK v2's order .*pass the others by keyword"):
+    with pytest.raises(
+        TypeError, match="takes at most 8 positional arguments, in SDK v2's order .*pass the others by keyword"
+    ):
         PyTorch("echo.py", "2.8", "py312", str(source_dir), None, None, None, None, "extra")
     with pytest.raises(TypeError, match="got py_version both by position and by keyword"):
         PyTorch("echo.py", "2.8", "py312", py_version="py311")
@@ -381,7 +390,9 @@ def test_sdk_v2_positional_order(source_dir):
 
 def test_refused_sdk_v2_arguments_still_say_what_to_do(source_dir):
     with pytest.raises(EstimatorArgumentError) as raised:
-        HuggingFace("echo.py", source_dir=str(source_dir), instance_type="local_process", git_config={}, tags={"a": "b"})
+        HuggingFace(
+            "echo.py", source_dir=str(source_dir), instance_type="local_process", git_config={}, tags={"a": "b"}
+        )
     message = str(raised.value)
     assert "does not take 1 of the arguments given: git_config (check the repository out locally" in message
     assert "tags" in message.split("The arguments it takes:")[1]  # listed as taken

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-
 from typing import Any
 
 from sagemaker.core.shapes import Channel

@@ -21,6 +21,7 @@ from sagemaker_tc.errors import EstimatorArgumentError, TrainingJobFailedError
 from sagemaker_tc.sdk import arguments, cloud, local_process
 from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
+from sagemaker_tc.sdk.estimator_cloud import CloudJobMethods
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
 from sagemaker_tc.sdk.images import check_processor, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 COMPILER_METRIC_DEFINITIONS = contract.metric_definitions()
 
 
-class _FrameworkEstimator:
+class _FrameworkEstimator(CloudJobMethods):
     """Shared by :class:`HuggingFace` and :class:`PyTorch`; use those.
 
     Every argument is checked here, before any job starts (:mod:`sagemaker_tc.sdk.arguments`); an
@@ -317,37 +318,6 @@ class _FrameworkEstimator:
     # SageMaker Pipelines (sagemaker-core's retrieve_caller_name) recognise a training job producer by a
     # ``train`` method and a ``training_image`` attribute; TrainingStep then reads the request fit() built.
     train = fit
-
-    @property
-    def source_code(self):
-        """The code as sagemaker-core's ``SourceCode`` (Pipelines hash it to decide step caching)."""
-        from sagemaker.core.training.configs import SourceCode
-
-        if self.source.root is None:
-            return SourceCode(entry_script=str(self.source.entry_file))
-        return SourceCode(source_dir=str(self.source.root), entry_script=self.source.entry_point)
-
-    @property
-    def training_image(self) -> str | None:
-        """The training image the cloud job uses (``image_uri``, or the stock DLC resolved at ``fit()``)."""
-        return self.image_uri
-
-    def wait(self, logs: bool = True) -> None:
-        """Wait for the latest cloud job started with ``fit(wait=False)``; sets ``model_data``.
-
-        Raises:
-            EstimatorArgumentError: no cloud job was started.
-            TrainingJobFailedError: the job failed (carries its FailureReason).
-        """
-        if not isinstance(self.latest_training_job, cloud.CloudJob):
-            raise EstimatorArgumentError("no SageMaker training job to wait for: call fit(..., wait=False) first")
-        self.model_data = self.latest_training_job.wait(logs=logs)
-
-    @classmethod
-    def attach(cls, training_job_name: str, sagemaker_session: Any = None) -> cloud.CloudJob:
-        """Attach to an existing SageMaker training job by name: returns its handle
-        (``status``, ``model_data``, ``wait()``), not an estimator (see :func:`cloud.attach`)."""
-        return cloud.attach(training_job_name, sagemaker_session)
 
 
 class HuggingFace(_FrameworkEstimator):

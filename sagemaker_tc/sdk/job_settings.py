@@ -98,7 +98,10 @@ def _check_text(name: str) -> Callable[[Any], str]:
 
 
 _CHECKS: dict[str, Callable[[Any], Any]] = {
-    **{name: (lambda value, name=name, shape=shape: check_limit(name, shape, value)) for name, shape in _LIMITED.items()},
+    **{
+        name: (lambda value, name=name, shape=shape: check_limit(name, shape, value))
+        for name, shape in _LIMITED.items()
+    },
     **{name: (lambda value, name=name: check_flag(name, value)) for name in _FLAGS},
     "tags": _check_tags,
     "subnets": _check_list("subnets", "SubnetId", "Subnets"),
@@ -174,7 +177,9 @@ def _check_pairs(settings: JobSettings, *, max_run: int, compiler_enabled: bool)
         )
     spot, max_wait = settings.get("use_spot_instances", False), settings.get("max_wait")
     if spot and max_wait is None:
-        raise EstimatorArgumentError("use_spot_instances=True needs max_wait (seconds to wait for spot capacity and run)")
+        raise EstimatorArgumentError(
+            "use_spot_instances=True needs max_wait (seconds to wait for spot capacity and run)"
+        )
     if max_wait is not None and not spot:
         raise EstimatorArgumentError("max_wait applies to managed spot training only: set use_spot_instances=True")
     if max_wait is not None and max_wait < max_run:

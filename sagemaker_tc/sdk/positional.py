@@ -56,13 +56,12 @@ def bind_positional(estimator: str, order: Sequence[str], args: Sequence[Any], k
             f"{estimator} takes at most {len(order)} positional arguments, in SDK v2's order ({', '.join(order)}), "
             f"got {len(args)}: pass the others by keyword"
         )
-    bound = dict(zip(order, args))
+    bound = dict(zip(order, args, strict=False))  # fewer args than names: the rest stay keywords
     if bound.get("tensorflow_version", "") is None:
         del bound["tensorflow_version"]
     clash = sorted(set(bound) & set(kwargs))
     if clash:
         raise TypeError(
-            f"{estimator} got {', '.join(clash)} both by position and by keyword: pass each argument once, "
-            "by keyword"
+            f"{estimator} got {', '.join(clash)} both by position and by keyword: pass each argument once, by keyword"
         )
     return {**bound, **kwargs}

@@ -3,36 +3,32 @@
 SDK v2 field mapping (``sagemaker.estimator.EstimatorBase`` / ``sagemaker.job._Job`` /
 ``sagemaker.session.Session.train`` in sagemaker 2.x):
 
-==============================================  ===============================================================
-Argument                                        Request field
-==============================================  ===============================================================
-``input_mode``                                  ``AlgorithmSpecification.TrainingInputMode``
-``enable_sagemaker_metrics``                    ``AlgorithmSpecification.EnableSageMakerMetricsTimeSeries``
-``container_entry_point``/``container_arguments``  ``AlgorithmSpecification.ContainerEntrypoint``/``ContainerArguments``
-``training_repository_access_mode``             ``AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAccessMode``
-``training_repository_credentials_provider_arn``  ``...TrainingImageConfig.TrainingRepositoryAuthConfig...ProviderArn``
-``output_kms_key``                              ``OutputDataConfig.KmsKeyId``
-``disable_output_compression=True``             ``OutputDataConfig.CompressionType="NONE"``
-``volume_kms_key``                              ``ResourceConfig.VolumeKmsKeyId``
-``keep_alive_period_in_seconds``                ``ResourceConfig.KeepAlivePeriodInSeconds``
-``training_plan``                               ``ResourceConfig.TrainingPlanArn``
-``max_wait``                                    ``StoppingCondition.MaxWaitTimeInSeconds``
-``use_spot_instances=True``                     ``EnableManagedSpotTraining``
-``subnets`` + ``security_group_ids``            ``VpcConfig.Subnets`` + ``VpcConfig.SecurityGroupIds``
-``tags``                                        ``Tags``
-``enable_network_isolation=True``               ``EnableNetworkIsolation``
-``encrypt_inter_container_traffic=True``        ``EnableInterContainerTrafficEncryption``
-``max_retry_attempts``                          ``RetryStrategy.MaximumRetryAttempts``
-``tensorboard_output_config``                   ``TensorBoardOutputConfig``
-``debugger_hook_config`` (an object)            ``DebugHookConfig``
-``rules``                                       ``DebugRuleConfigurations`` / ``ProfilerRuleConfigurations``
-``profiler_config``                             ``ProfilerConfig``
-``enable_remote_debug``                         ``RemoteDebugConfig.EnableRemoteDebug``
-``enable_infra_check``                          ``InfraCheckConfig.EnableInfraCheck``
-``enable_session_tag_chaining``                 ``SessionChainingConfig.EnableSessionTagChaining``
-``container_log_level``                         ``HyperParameters.sagemaker_container_log_level``
-``model_uri``/``model_channel_name``            a channel (see :func:`model_channel`)
-==============================================  ===============================================================
+- ``input_mode`` -> ``AlgorithmSpecification.TrainingInputMode``
+- ``enable_sagemaker_metrics`` -> ``AlgorithmSpecification.EnableSageMakerMetricsTimeSeries``
+- ``container_entry_point``/``container_arguments`` -> ``AlgorithmSpecification.ContainerEntrypoint``/``...Arguments``
+- ``training_repository_access_mode`` -> ``AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAccessMode``
+- ``training_repository_credentials_provider_arn`` -> ``...TrainingImageConfig.TrainingRepositoryAuthConfig``
+- ``output_kms_key`` -> ``OutputDataConfig.KmsKeyId``
+- ``disable_output_compression=True`` -> ``OutputDataConfig.CompressionType="NONE"``
+- ``volume_kms_key`` -> ``ResourceConfig.VolumeKmsKeyId``
+- ``keep_alive_period_in_seconds`` -> ``ResourceConfig.KeepAlivePeriodInSeconds``
+- ``training_plan`` -> ``ResourceConfig.TrainingPlanArn``
+- ``max_wait`` -> ``StoppingCondition.MaxWaitTimeInSeconds``
+- ``use_spot_instances=True`` -> ``EnableManagedSpotTraining``
+- ``subnets`` + ``security_group_ids`` -> ``VpcConfig.Subnets`` + ``VpcConfig.SecurityGroupIds``
+- ``tags`` -> ``Tags``
+- ``enable_network_isolation=True`` -> ``EnableNetworkIsolation``
+- ``encrypt_inter_container_traffic=True`` -> ``EnableInterContainerTrafficEncryption``
+- ``max_retry_attempts`` -> ``RetryStrategy.MaximumRetryAttempts``
+- ``tensorboard_output_config`` -> ``TensorBoardOutputConfig``
+- ``debugger_hook_config`` (an object) -> ``DebugHookConfig``
+- ``rules`` -> ``DebugRuleConfigurations`` / ``ProfilerRuleConfigurations``
+- ``profiler_config`` -> ``ProfilerConfig``
+- ``enable_remote_debug`` -> ``RemoteDebugConfig.EnableRemoteDebug``
+- ``enable_infra_check`` -> ``InfraCheckConfig.EnableInfraCheck``
+- ``enable_session_tag_chaining`` -> ``SessionChainingConfig.EnableSessionTagChaining``
+- ``container_log_level`` -> ``HyperParameters.sagemaker_container_log_level``
+- ``model_uri``/``model_channel_name`` -> a channel (see :func:`model_channel`)
 """
 
 from __future__ import annotations
