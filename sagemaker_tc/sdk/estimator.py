@@ -257,7 +257,7 @@ class _FrameworkEstimator(CloudJobMethods):
     @runnable_by_pipeline
     def fit(
         self,
-        inputs: str | Mapping[str, str] | None = None,
+        inputs: Any = None,
         wait: bool = True,
         logs: bool = True,
         job_name: str | None = None,
@@ -267,7 +267,9 @@ class _FrameworkEstimator(CloudJobMethods):
         Args:
             inputs: channel name -> data (a bare string is the ``training`` channel, as in SDK v2);
                 each becomes ``SM_CHANNEL_<NAME>`` in the job. ``local_process``: a local folder/file
-                or ``file://`` URI. SageMaker training jobs: an ``s3://`` URI.
+                or ``file://`` URI. SageMaker training jobs: an ``s3://`` URI. Any channel may be a
+                ``sagemaker_tc.TrainingInput`` or ``FileSystemInput`` (or SDK v2's own), whose
+                fields reach ``InputDataConfig``.
             wait: block until the job ends (``local_process`` always runs in the foreground).
             logs: stream the job's log to stdout.
             job_name: the job's name; default ``<base_job_name>-<timestamp>``.

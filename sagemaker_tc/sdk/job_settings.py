@@ -136,7 +136,10 @@ class JobSettings:
     @property
     def cloud_only(self) -> list[str]:
         """The given settings that apply on SageMaker only."""
-        return [name for name in self.values if name not in _LOCAL_TOO]
+        hook_given = self.values.get("debugger_hook_config") is not None  # an object, not False
+        return [
+            name for name in self.values if name not in _LOCAL_TOO or (name == "debugger_hook_config" and hook_given)
+        ]
 
     def apply(self, request, *, cloud: bool):
         """The request with these settings in it (cloud jobs: every field; locally: the log level)."""
