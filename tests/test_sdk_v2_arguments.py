@@ -396,3 +396,34 @@ def test_refused_sdk_v2_arguments_still_say_what_to_do(source_dir):
     message = str(raised.value)
     assert "does not take 1 of the arguments given: git_config (check the repository out locally" in message
     assert "tags" in message.split("The arguments it takes:")[1]  # listed as taken
+
+
+def test_the_same_cell_runs_in_local_process_with_training_input_and_model_uri(source_dir, tmp_path, capsys):
+    """The notebook's cloud settings stay in the cell; locally a TrainingInput is its folder and
+    model_uri is the model channel, as in SDK v2's local mode."""
+    import tarfile
+
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "rows.txt").write_text("1\n")
+    (tmp_path / "pretrained").mkdir()
+    (tmp_path / "pretrained" / "weights.bin").write_text("w")
+    estimator = HuggingFace(
+        "echo.py",
+        source_dir=str(source_dir),
+        instance_type="local_process",
+        output_path=str(tmp_path / "out"),
+        compiler_config=TrainingCompilerConfig(),
+        model_uri=str(tmp_path / "pretrained"),
+        tags={"team": "nlp"},
+        use_spot_instances=True,
+        max_wait=90000,
+        debugger_hook_config=False,
+        disable_profiler=True,
+    )
+    estimator.fit({"train": TrainingInput(str(tmp_path / "train"), distribution="ShardedByS3Key")})
+    capsys.readouterr()
+    with tarfile.open(estimator.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        echo = json.loads(tar.extractfile("echo.json").read())
+    assert echo["channels"] == {"SM_CHANNEL_MODEL": ["weights.bin"], "SM_CHANNEL_TRAIN": ["rows.txt"]}
+    with pytest.raises(ChannelNotFoundError, match="FileSystemInput .* locally pass the folder's path"):
+        estimator.fit({"train": FileSystemInput("fs-0123456789abcdef0", "EFS", "/data")})
