@@ -127,6 +127,11 @@ class ImageEntryError(SagemakerTCError, RuntimeError):
     (the message says the fix). Raised by the image's entry module, ``sagemaker_tc_image``."""
 
 
+class JobSettingWarning(UserWarning):
+    """An SDK v2 job setting is sent as given, but may not do what is meant (managed spot training
+    without a checkpoint location to resume from; Debugger or Profiler hooks, which add overhead)."""
+
+
 class CpuInstanceWarning(UserWarning):
     """The job runs on CPU instances, where compile gains are model-dependent."""
 

@@ -99,14 +99,14 @@ def test_bad_arguments_are_refused_at_construction(make, tmp_path, overrides, er
 
 def test_every_unsupported_argument_is_named_at_once_with_what_to_do(make):
     with pytest.raises(EstimatorArgumentError) as raised:
-        make(disable_profiler=True, debugger_hook_config=False, instance_typ="ml.g5.xlarge", tags=[])
+        make(instance_groups=[], git_config={}, instance_typ="ml.g5.xlarge", tensorflow_version="2.11")
     message = str(raised.value)
     assert message.startswith(
-        "HuggingFace does not take 4 of the arguments given: disable_profiler (SageMaker Debugger"
+        "HuggingFace does not take 4 of the arguments given: instance_groups (heterogeneous clusters are not supported"
     )
-    assert "debugger_hook_config (SageMaker Debugger and Profiler are not supported" in message
+    assert "git_config (check the repository out locally and pass its folder as source_dir)" in message
     assert "instance_typ (unknown: did you mean instance_type?)" in message
-    assert "tags (an SDK v2 argument sagemaker-tc does not support yet: delete it)" in message
+    assert "tensorflow_version (sagemaker-tc compiles PyTorch" in message
     assert "The arguments it takes: entry_point, transformers_version, pytorch_version, source_dir" in message
     with pytest.raises(EstimatorArgumentError, match="HuggingFace takes transformers_version and pytorch_version"):
         make(framework_version="2.8")

@@ -326,7 +326,8 @@ def check_checkpoints(
     (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.local_checkpoints`).
 
     Raises:
-        EstimatorArgumentError: a non-``s3://`` URI, a local path without a URI, or a URI for a local mode.
+        EstimatorArgumentError: a non-``s3://`` URI, or a local path without a URI. (Local modes
+            accept it: the same notebook runs locally first.)
     """
     if kind is InstanceKind.LOCAL_PROCESS and checkpoint_s3_uri is not None:
         check_local_checkpoints(checkpoint_s3_uri, checkpoint_local_path)
@@ -337,8 +338,6 @@ def check_checkpoints(
         check_s3_uri("checkpoint_s3_uri", checkpoint_s3_uri)
     if checkpoint_local_path is not None and checkpoint_s3_uri is None:
         raise EstimatorArgumentError("checkpoint_local_path needs checkpoint_s3_uri (the S3 side of the sync)")
-    if checkpoint_s3_uri is not None and not cloud:
-        raise EstimatorArgumentError("checkpoint_s3_uri applies to SageMaker training jobs (ml.* instance types)")
 
 
 def check_role(role: Any) -> str:

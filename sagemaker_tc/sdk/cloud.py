@@ -136,8 +136,11 @@ def create_job(request: TrainingJobRequest, session) -> CloudJob:
         EstimatorArgumentError: the request has no role (SageMaker needs one).
         botocore.exceptions.ClientError: the service refused the request.
     """
-    from sagemaker.core.resources import TrainingJob
+    from sagemaker.core.resources import Tag, TrainingJob
 
+    optional = request.optional_fields()
+    if "tags" in optional:  # TrainingJob.create validates its tags as the resources module's Tag
+        optional["tags"] = [Tag(key=tag.key, value=tag.value) for tag in optional["tags"]]
     if not request.role_arn:
         raise EstimatorArgumentError("role is required for SageMaker training jobs (an IAM role ARN or name)")
     TrainingJob.create(
@@ -150,9 +153,9 @@ def create_job(request: TrainingJobRequest, session) -> CloudJob:
         output_data_config=request.output_data_config,
         resource_config=request.resource_config,
         stopping_condition=request.stopping_condition,
-        checkpoint_config=request.checkpoint_config,
         session=session.boto_session,
         region=session.boto_region_name,
+        **optional,  # CheckpointConfig, VpcConfig, Tags, ... as set
     )
     logger.info("Created training job %s", request.training_job_name)
     return CloudJob(job_name=request.training_job_name, session=session)

@@ -21,10 +21,13 @@ from sagemaker_tc.errors import EstimatorArgumentError, TrainingJobFailedError
 from sagemaker_tc.sdk import arguments, cloud, local_process
 from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
+from sagemaker_tc.sdk.estimator_cloud import CloudJobMethods
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
 from sagemaker_tc.sdk.images import check_processor, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
+from sagemaker_tc.sdk.positional import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional
 from sagemaker_tc.sdk.request import (
     TrainingJobRequest,
     build_request,
@@ -46,12 +49,17 @@ logger = logging.getLogger(__name__)
 COMPILER_METRIC_DEFINITIONS = contract.metric_definitions()
 
 
-class _FrameworkEstimator:
+class _FrameworkEstimator(CloudJobMethods):
     """Shared by :class:`HuggingFace` and :class:`PyTorch`; use those.
 
     Every argument is checked here, before any job starts (:mod:`sagemaker_tc.sdk.arguments`); an
     argument the estimator does not take (SDK v2's ``disable_profiler``, a typo) is refused together
     with every other one, with what to do (:mod:`sagemaker_tc.sdk.unsupported`).
+
+    SDK v2's job settings (``tags``, ``subnets``, ``volume_kms_key``, ``use_spot_instances``, ...:
+    :data:`~sagemaker_tc.sdk.job_settings.SETTING_NAMES`) are checked against CreateTrainingJob's
+    limits and reach the request as SDK v2 sends them (:mod:`sagemaker_tc.sdk.settings_request`);
+    in local modes the cloud-only ones are logged once and not applied.
 
     ``allow_symlinks_outside_source_dir=True`` ships what symbolic links in ``source_dir`` point to
     even outside it; by default such a link is a ``SourceLinkError`` (:mod:`sagemaker_tc.sdk.source_tree`).
@@ -69,6 +77,7 @@ class _FrameworkEstimator:
     """
 
     _default_base_job_name = "training"
+    _version_arguments: tuple[str, ...] = ()  # the framework's version arguments (each class names them)
     _framework = "pytorch"  # the image table the training image comes from
 
     def __init__(
@@ -96,6 +105,7 @@ class _FrameworkEstimator:
         allow_symlinks_outside_source_dir: bool = False,
         **unsupported: Any,
     ) -> None:
+        given_settings = {name: unsupported.pop(name) for name in list(unsupported) if name in SETTING_NAMES}
         check_unsupported(type(self).__name__, unsupported, self._accepted_arguments())
         arguments.check_types(
             source_dir=source_dir,
@@ -129,6 +139,15 @@ class _FrameworkEstimator:
         self.environment = arguments.check_environment(environment, cloud=self.is_cloud)
         self._check_job_settings(output_path, base_job_name, metric_definitions, max_run, volume_size)
         arguments.check_checkpoints(checkpoint_s3_uri, checkpoint_local_path, cloud=self.is_cloud, kind=self._kind)
+        self.settings = check_job_settings(
+            given_settings,
+            cloud=self.is_cloud,
+            max_run=self.max_run,
+            # local_process syncs checkpoints with a local folder (sdk/local_checkpoints.py): not "SageMaker only"
+            checkpoint_s3_uri=None if self._kind is InstanceKind.LOCAL_PROCESS else checkpoint_s3_uri,
+            compiler_enabled=self.compiler_enabled,
+        )
+        self.code_location = self.settings.get("code_location")
         self.checkpoint_s3_uri, self.checkpoint_local_path = checkpoint_s3_uri, checkpoint_local_path
         self.sagemaker_session = sagemaker_session  # kept for SDK compatibility; local_process needs no session
         self.model_data: str | None = None
@@ -146,14 +165,14 @@ class _FrameworkEstimator:
 
     @classmethod
     def _accepted_arguments(cls) -> list[str]:
-        """The estimator's argument names: its own framework's, then the shared ones."""
-        names: list[str] = []
-        for klass in (cls, _FrameworkEstimator):
-            for parameter in inspect.signature(klass.__init__).parameters.values():
-                named = parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-                if named and parameter.name != "self" and parameter.name not in names:
-                    names.append(parameter.name)
-        return names
+        """The estimator's argument names: the entry point, its framework's versions, the shared ones,
+        then SDK v2's job settings."""
+        names: list[str] = ["entry_point", *cls._version_arguments]
+        for parameter in inspect.signature(_FrameworkEstimator.__init__).parameters.values():
+            named = parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+            if named and parameter.name != "self" and parameter.name not in names:
+                names.append(parameter.name)
+        return names + list(SETTING_NAMES)
 
     def _versions(self) -> dict[str, str | None]:
         """The framework's version arguments by name (each framework class defines them)."""
@@ -218,7 +237,7 @@ class _FrameworkEstimator:
                 program=program, submit_directory=submit_directory, job_name=job_name, region=region
             )
         )
-        return build_request(
+        request = build_request(
             job_name=job_name,
             image_uri=image_uri or self.image_uri,
             hyperparameters=hyperparameters,
@@ -234,11 +253,12 @@ class _FrameworkEstimator:
             checkpoint_s3_uri=self.checkpoint_s3_uri,
             checkpoint_local_path=self.checkpoint_local_path,
         )
+        return self.settings.apply(request, cloud=self.is_cloud)
 
     @runnable_by_pipeline
     def fit(
         self,
-        inputs: str | Mapping[str, str] | None = None,
+        inputs: Any = None,
         wait: bool = True,
         logs: bool = True,
         job_name: str | None = None,
@@ -248,7 +268,9 @@ class _FrameworkEstimator:
         Args:
             inputs: channel name -> data (a bare string is the ``training`` channel, as in SDK v2);
                 each becomes ``SM_CHANNEL_<NAME>`` in the job. ``local_process``: a local folder/file
-                or ``file://`` URI. SageMaker training jobs: an ``s3://`` URI.
+                or ``file://`` URI. SageMaker training jobs: an ``s3://`` URI. Any channel may be a
+                ``sagemaker_tc.TrainingInput`` or ``FileSystemInput`` (or SDK v2's own), whose
+                fields reach ``InputDataConfig``.
             wait: block until the job ends (``local_process`` always runs in the foreground).
             logs: stream the job's log to stdout.
             job_name: the job's name; default ``<base_job_name>-<timestamp>``.
@@ -300,37 +322,6 @@ class _FrameworkEstimator:
     # ``train`` method and a ``training_image`` attribute; TrainingStep then reads the request fit() built.
     train = fit
 
-    @property
-    def source_code(self):
-        """The code as sagemaker-core's ``SourceCode`` (Pipelines hash it to decide step caching)."""
-        from sagemaker.core.training.configs import SourceCode
-
-        if self.source.root is None:
-            return SourceCode(entry_script=str(self.source.entry_file))
-        return SourceCode(source_dir=str(self.source.root), entry_script=self.source.entry_point)
-
-    @property
-    def training_image(self) -> str | None:
-        """The training image the cloud job uses (``image_uri``, or the stock DLC resolved at ``fit()``)."""
-        return self.image_uri
-
-    def wait(self, logs: bool = True) -> None:
-        """Wait for the latest cloud job started with ``fit(wait=False)``; sets ``model_data``.
-
-        Raises:
-            EstimatorArgumentError: no cloud job was started.
-            TrainingJobFailedError: the job failed (carries its FailureReason).
-        """
-        if not isinstance(self.latest_training_job, cloud.CloudJob):
-            raise EstimatorArgumentError("no SageMaker training job to wait for: call fit(..., wait=False) first")
-        self.model_data = self.latest_training_job.wait(logs=logs)
-
-    @classmethod
-    def attach(cls, training_job_name: str, sagemaker_session: Any = None) -> cloud.CloudJob:
-        """Attach to an existing SageMaker training job by name: returns its handle
-        (``status``, ``model_data``, ``wait()``), not an estimator (see :func:`cloud.attach`)."""
-        return cloud.attach(training_job_name, sagemaker_session)
-
 
 class HuggingFace(_FrameworkEstimator):
     """Hugging Face estimator with the training compiler, SMTC's ``sagemaker.huggingface.HuggingFace``'s successor.
@@ -341,23 +332,20 @@ class HuggingFace(_FrameworkEstimator):
     Args (besides the shared ones, see :meth:`fit`):
         transformers_version, pytorch_version, py_version: the DLC versions (used to pick the
             training image on SageMaker; ``local_process`` runs this host's Python).
+
+    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.positional.HUGGINGFACE_ORDER`);
+    a single one is the entry point.
     """
 
     _default_base_job_name = "huggingface-pytorch-training"
-
     _framework = "huggingface"
+    _version_arguments = ("transformers_version", "pytorch_version")
 
-    def __init__(
-        self,
-        entry_point: str,
-        *,
-        transformers_version: str | None = None,
-        pytorch_version: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.transformers_version = transformers_version
-        self.pytorch_version = pytorch_version
-        super().__init__(entry_point, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs = bind_positional(type(self).__name__, HUGGINGFACE_ORDER, args, kwargs)
+        self.transformers_version = kwargs.pop("transformers_version", None)
+        self.pytorch_version = kwargs.pop("pytorch_version", None)
+        super().__init__(**kwargs)
 
     def _versions(self) -> dict[str, str | None]:
         return {"transformers_version": self.transformers_version, "pytorch_version": self.pytorch_version}
@@ -381,13 +369,17 @@ class PyTorch(_FrameworkEstimator):
     Args (besides the shared ones, see :meth:`fit`):
         framework_version, py_version: the DLC versions (used to pick the training image on
             SageMaker; ``local_process`` runs this host's Python).
+
+    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.positional.PYTORCH_ORDER`).
     """
 
     _default_base_job_name = "pytorch-training"
+    _version_arguments = ("framework_version",)
 
-    def __init__(self, entry_point: str, *, framework_version: str | None = None, **kwargs: Any) -> None:
-        self.framework_version = framework_version
-        super().__init__(entry_point, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs = bind_positional(type(self).__name__, PYTORCH_ORDER, args, kwargs)
+        self.framework_version = kwargs.pop("framework_version", None)
+        super().__init__(**kwargs)
 
     def _versions(self) -> dict[str, str | None]:
         return {"framework_version": self.framework_version}

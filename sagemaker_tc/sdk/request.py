@@ -10,7 +10,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sagemaker.core.shapes import (
@@ -24,7 +24,7 @@ from sagemaker.core.shapes import (
     S3DataSource,
     StoppingCondition,
 )
-from sagemaker.core.utils.utils import serialize
+from sagemaker.core.utils.utils import serialize, snake_to_pascal
 
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
@@ -140,6 +140,32 @@ class TrainingJobRequest:
     stopping_condition: StoppingCondition
     role_arn: str | None = None
     checkpoint_config: CheckpointConfig | None = None
+    # The optional top-level fields SDK v2 arguments set (:mod:`sagemaker_tc.sdk.job_settings`),
+    # each a sagemaker-core shape (or list of shapes, or a bool); None: not sent.
+    vpc_config: Any = None
+    tags: Any = None
+    enable_network_isolation: bool | None = None
+    enable_inter_container_traffic_encryption: bool | None = None
+    enable_managed_spot_training: bool | None = None
+    retry_strategy: Any = None
+    tensor_board_output_config: Any = None
+    debug_hook_config: Any = None
+    debug_rule_configurations: Any = None
+    profiler_config: Any = None
+    profiler_rule_configurations: Any = None
+    remote_debug_config: Any = None
+    infra_check_config: Any = None
+    session_chaining_config: Any = None
+
+    def optional_fields(self) -> dict[str, Any]:
+        """The optional top-level fields that are set, by their snake_case names (``TrainingJob.create``'s)."""
+        required = {"training_job_name", "algorithm_specification", "hyper_parameters", "environment"}
+        required |= {"input_data_config", "output_data_config", "resource_config", "stopping_condition", "role_arn"}
+        return {
+            field.name: getattr(self, field.name)
+            for field in fields(self)
+            if field.name not in required and getattr(self, field.name) is not None
+        }
 
     def to_api_dict(self) -> dict[str, Any]:
         """The request as the SageMaker API takes it (PascalCase keys), e.g. for logging or a pipeline step."""
@@ -155,8 +181,8 @@ class TrainingJobRequest:
         }
         if self.role_arn:
             body["RoleArn"] = self.role_arn
-        if self.checkpoint_config is not None:
-            body["CheckpointConfig"] = serialize(self.checkpoint_config)
+        for name, value in self.optional_fields().items():
+            body[snake_to_pascal(name)] = serialize(value)
         return body
 
 
@@ -166,7 +192,7 @@ def build_request(
     image_uri: str | None,
     hyperparameters: dict[str, str],
     environment: dict[str, str],
-    channels: Mapping[str, str],
+    channels: Mapping[str, str | Channel],
     output_path: str,
     instance_type: str,
     instance_count: int,
@@ -180,14 +206,17 @@ def build_request(
     """Assemble the request from already-checked parts (the estimator checks them).
 
     Args:
-        channels: channel name -> URI (``s3://...`` or ``file://...``), File input mode.
+        channels: channel name -> URI (``s3://...`` or ``file://...``: S3Prefix, FullyReplicated),
+            or a ``Channel`` shape sent as it is (a ``TrainingInput``'s).
         output_path: where ``<job>/output/model.tar.gz`` goes (``s3://`` or ``file://``).
         checkpoint_s3_uri, checkpoint_local_path: SageMaker's CheckpointConfig (the container folder
             defaults to ``/opt/ml/checkpoints``); None for no checkpoint sync.
         max_run_seconds: StoppingCondition.MaxRuntimeInSeconds.
     """
     input_data_config = [
-        Channel(
+        uri
+        if isinstance(uri, Channel)
+        else Channel(
             channel_name=name,
             data_source=DataSource(
                 s3_data_source=S3DataSource(

@@ -6,7 +6,7 @@ import tarfile
 from typing import TYPE_CHECKING
 
 from sagemaker_tc.sdk import local_docker
-from sagemaker_tc.sdk.channels import check_channels
+from sagemaker_tc.sdk.channels import estimator_channels
 from sagemaker_tc.sdk.local_process import local_path
 from sagemaker_tc.sdk.request import make_job_name
 from sagemaker_tc.sdk.source import staged_archive
@@ -34,7 +34,7 @@ def run(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> str:
         DockerNotAvailableError: no docker CLI, engine or compose (checked before any code is staged).
         UnsupportedImageError: no stock DLC for the versions (without ``image_uri``).
     """
-    channels = check_channels(inputs, cloud=False)
+    channels = estimator_channels(estimator, inputs, cloud=False)
     local_docker.check_docker()  # before any work: a clear error when Docker is missing
     image_uri = estimator.image_uri or estimator.training_image_uri(region_for_local())
     job_name = job_name or make_job_name(estimator.base_job_name)

@@ -16,7 +16,7 @@ from sagemaker.core.workflow.pipeline_context import PipelineSession
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import cloud
 from sagemaker_tc.sdk.arguments import check_role
-from sagemaker_tc.sdk.channels import check_channels
+from sagemaker_tc.sdk.channels import estimator_channels
 from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name
 from sagemaker_tc.sdk.source import archive_digest, staged_archive
 
@@ -34,9 +34,11 @@ class CloudTarget:
         region: the session's AWS region.
         image_uri: the training image (``image_uri`` or the stock DLC).
         job_name: the job's name.
-        bucket: where the source goes (the output path's bucket, else the session's default one).
+        bucket: where the source goes (``code_location``'s bucket, else the output path's, else the
+            session's default one).
         output_path: ``s3://`` prefix of the job's artifacts.
-        channels: channel name -> ``s3://`` URI.
+        channels: channel name -> ``s3://`` URI or ``Channel`` shape.
+        code_prefix: ``code_location``'s key prefix, under which the source goes ('' without one).
     """
 
     session: Any
@@ -46,7 +48,8 @@ class CloudTarget:
     job_name: str
     bucket: str
     output_path: str
-    channels: dict[str, str]
+    channels: dict[str, Any]
+    code_prefix: str = ""
 
 
 def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> CloudTarget:
@@ -58,7 +61,7 @@ def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> 
             instance type outside a ``PipelineSession``.
         UnsupportedImageError: no stock DLC image for the versions (without ``image_uri``).
     """
-    channels = check_channels(inputs, cloud=True)
+    channels = estimator_channels(estimator, inputs, cloud=True)
     check_role(estimator.role)
     session = cloud.resolve_session(estimator.sagemaker_session)
     in_pipeline = isinstance(session, PipelineSession)
@@ -72,6 +75,9 @@ def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> 
     job_name = job_name or make_job_name(estimator.base_job_name)
     # As SDK v2: the output path's bucket, else the session's default bucket (which asks STS for the account).
     bucket = cloud.bucket_of(estimator.output_path) if estimator.output_path else session.default_bucket()
+    code_prefix = ""
+    if estimator.code_location:  # SDK v2: <code_location>/<job name>/source/sourcedir.tar.gz
+        bucket, _, code_prefix = estimator.code_location.removeprefix("s3://").partition("/")
     return CloudTarget(
         session=session,
         in_pipeline=in_pipeline,
@@ -81,6 +87,7 @@ def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> 
         bucket=bucket,
         output_path=estimator.output_path or f"s3://{bucket}/",
         channels=channels,
+        code_prefix=code_prefix.strip("/"),
     )
 
 
@@ -89,13 +96,15 @@ def upload_and_build(estimator: _FrameworkEstimator, target: CloudTarget, *, con
 
     Args:
         content_named: upload under ``<base_job_name>/code/<sha256 of the archive>`` (pipeline
-            definitions: the same code gives the same URI), else under ``<job name>/source`` (SDK v2's layout).
+            definitions: the same code gives the same URI), else under ``<job name>/source`` (SDK v2's
+            layout); both under ``code_location``'s prefix when it is given.
     """
     with staged_archive(estimator.source, inject_launcher=estimator.compiler_enabled) as archive:
         if content_named:
             key_prefix = f"{estimator.base_job_name}/code/{archive_digest(archive)}"
         else:
             key_prefix = f"{target.job_name}/source"
+        key_prefix = "/".join(part for part in (target.code_prefix, key_prefix) if part)
         submit_directory = cloud.upload_source(target.session, archive, bucket=target.bucket, key_prefix=key_prefix)
     return estimator._build_request(
         target.job_name,
