@@ -215,7 +215,6 @@ def test_without_a_namespace_a_job_using_sm_variables_runs_with_a_warning(source
 @pytest.mark.parametrize(
     ("uri", "local_path", "message"),
     [
-        ("s3://bucket/ckpt", None, "syncs checkpoints with a folder on this machine: give a file:// URI or a path"),
         ("file:///tmp/ckpt", "/checkpoints", "maps only folders under /opt/ml"),
         ("ckpt", "/opt/ml/../etc", "maps only folders under /opt/ml"),
     ],

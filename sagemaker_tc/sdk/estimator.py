@@ -26,6 +26,7 @@ from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
 from sagemaker_tc.sdk.images import check_processor, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
+from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
 from sagemaker_tc.sdk.positional import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional
 from sagemaker_tc.sdk.request import (
@@ -144,7 +145,9 @@ class _FrameworkEstimator(CloudJobMethods):
             cloud=self.is_cloud,
             max_run=self.max_run,
             # local_process syncs checkpoints with a local folder (sdk/local_checkpoints.py): not "SageMaker only"
-            checkpoint_s3_uri=None if self._kind is InstanceKind.LOCAL_PROCESS else checkpoint_s3_uri,
+            checkpoint_s3_uri=None
+            if self._kind is InstanceKind.LOCAL_PROCESS and is_synced_locally(checkpoint_s3_uri)
+            else checkpoint_s3_uri,
             compiler_enabled=self.compiler_enabled,
         )
         self.code_location = self.settings.get("code_location")

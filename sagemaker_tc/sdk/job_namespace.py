@@ -35,6 +35,7 @@ from urllib.parse import unquote, urlparse
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import OptMlNotMappedWarning, OptMlUnavailableError
+from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
 from sagemaker_tc.sdk.local_hosts import HostCommand
 from sagemaker_tc.sdk.request import TrainingJobRequest
 from sagemaker_tc.warn import warn_user
@@ -155,7 +156,7 @@ def opt_ml_uses(request: TrainingJobRequest) -> list[str]:
     """Where the job names ``/opt/ml``: hyperparameters, environment, its checkpoint folder, its code."""
     uses = [f"hyperparameter {name}" for name, value in request.hyper_parameters.items() if OPT_ML in value]
     uses += [f"environment variable {name}" for name, value in request.environment.items() if OPT_ML in value]
-    if request.checkpoint_config is not None:
+    if request.checkpoint_config is not None and is_synced_locally(request.checkpoint_config.s3_uri):
         uses.append("checkpoint_local_path (checkpoints sync with a folder under /opt/ml)")
     uses += [f"code file {name}" for name, data in _code_files(request) if OPT_ML.encode() in data]
     return uses

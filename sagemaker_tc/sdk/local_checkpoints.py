@@ -111,14 +111,22 @@ def checkpoint_sync(request: TrainingJobRequest, job_dirs: dict[str, Path], loca
 
 
 def check_local_checkpoints(checkpoint_s3_uri: str, checkpoint_local_path: str | None) -> None:
-    """``local_process``'s checkpoint arguments, at construction: a local location and an ``/opt/ml`` folder.
+    """``local_process``'s checkpoint arguments, at construction: a local location (a ``file://`` URI
+    or a path: synced) or a remote one (an ``s3://`` URI: accepted, not synced locally; the estimator
+    logs it as applying on SageMaker only, so the same notebook runs locally first), and an
+    ``/opt/ml`` folder.
 
     Raises:
-        EstimatorArgumentError: an ``s3://`` (or other remote) location, or a folder outside ``/opt/ml``.
+        EstimatorArgumentError: a synced location with a folder outside ``/opt/ml``.
     """
-    if "://" in checkpoint_s3_uri and not checkpoint_s3_uri.startswith("file://"):
-        raise EstimatorArgumentError(
-            f"checkpoint_s3_uri={checkpoint_s3_uri!r}: instance_type='local_process' syncs checkpoints with a "
-            "folder on this machine: give a file:// URI or a path (an s3:// URI is for SageMaker training jobs)"
-        )
+    if not is_synced_locally(checkpoint_s3_uri):
+        return
     host_folder(checkpoint_local_path, Path("/"))
+
+
+def is_synced_locally(checkpoint_s3_uri: str | None) -> bool:
+    """True for a checkpoint location ``local_process`` syncs: a ``file://`` URI or a path (not
+    ``s3://`` or another remote scheme)."""
+    if checkpoint_s3_uri is None:
+        return False
+    return "://" not in checkpoint_s3_uri or checkpoint_s3_uri.startswith("file://")

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlparse
 from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
 from sagemaker_tc.sdk import job_namespace
-from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync
+from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync, is_synced_locally
 from sagemaker_tc.sdk.local_hosts import HostCommand, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
@@ -259,7 +259,7 @@ def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path
 
 def _checkpoint_sync(request: TrainingJobRequest, job_dirs: dict[str, Path]) -> AbstractContextManager:
     """The job's checkpoint sync (:mod:`~sagemaker_tc.sdk.local_checkpoints`), or nothing to do without one."""
-    if request.checkpoint_config is None:
+    if request.checkpoint_config is None or not is_synced_locally(request.checkpoint_config.s3_uri):
         return nullcontext()
     return checkpoint_sync(request, job_dirs, local_path(request.checkpoint_config.s3_uri))
 
