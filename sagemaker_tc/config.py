@@ -6,6 +6,8 @@ Imports only pydantic and the standard library, so the SDK side never needs torc
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -80,6 +82,15 @@ def _describe_validation_error(error: ValidationError) -> str:
             forms = "; or ".join(item["msg"] for item in items)
             lines.append(f"{field}: got {items[0].get('input')!r}, accepted: {forms}")
     return "; ".join(lines)
+
+
+@contextmanager
+def _as_config_error() -> Iterator[None]:
+    """pydantic's ``ValidationError`` raised as :class:`ConfigError`, with every problem described."""
+    try:
+        yield
+    except ValidationError as error:
+        raise ConfigError(f"Invalid TrainingCompilerConfig: {_describe_validation_error(error)}") from None
 
 
 class TrainingCompilerConfig(BaseModel):
@@ -274,10 +285,8 @@ class TrainingCompilerConfig(BaseModel):
         return value
 
     def __init__(self, **data: Any) -> None:
-        try:
+        with _as_config_error():
             super().__init__(**data)
-        except ValidationError as error:
-            raise ConfigError(f"Invalid TrainingCompilerConfig: {_describe_validation_error(error)}") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise ConfigError(
@@ -291,18 +300,14 @@ class TrainingCompilerConfig(BaseModel):
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> TrainingCompilerConfig:
         """pydantic's ``model_validate``, raising :class:`ConfigError` as the constructor does."""
-        try:
+        with _as_config_error():
             return super().model_validate(obj, **kwargs)
-        except ValidationError as error:
-            raise ConfigError(f"Invalid TrainingCompilerConfig: {_describe_validation_error(error)}") from None
 
     @classmethod
     def model_validate_json(cls, json_data: Any, **kwargs: Any) -> TrainingCompilerConfig:
         """pydantic's ``model_validate_json``, raising :class:`ConfigError` as the constructor does."""
-        try:
+        with _as_config_error():
             return super().model_validate_json(json_data, **kwargs)
-        except ValidationError as error:
-            raise ConfigError(f"Invalid TrainingCompilerConfig: {_describe_validation_error(error)}") from None
 
     def __bool__(self) -> bool:
         return self.enabled
