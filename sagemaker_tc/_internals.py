@@ -200,30 +200,30 @@ def is_recompile_limit_message(message: str) -> bool:
     return "hit config." in message and "limit" in message
 
 
+def _accumulated_limit_name() -> str:
+    import torch._dynamo.config as dynamo_config
+
+    return (
+        "accumulated_recompile_limit"
+        if hasattr(dynamo_config, "accumulated_recompile_limit")
+        else ("accumulated_cache_size_limit")
+    )
+
+
 def accumulated_recompile_limit() -> int:
     """``torch._dynamo.config.accumulated_recompile_limit`` (torch 2.7 to 2.13;
     ``accumulated_cache_size_limit`` in 2.6, an alias later; default 256): a global cap on the
     compiles of one code object, over every budget."""
     import torch._dynamo.config as dynamo_config
 
-    name = (
-        "accumulated_recompile_limit"
-        if hasattr(dynamo_config, "accumulated_recompile_limit")
-        else ("accumulated_cache_size_limit")
-    )
-    return int(getattr(dynamo_config, name))
+    return int(getattr(dynamo_config, _accumulated_limit_name()))
 
 
 def set_accumulated_recompile_limit(limit: int) -> None:
     """Set dynamo's accumulated recompile limit (see :func:`accumulated_recompile_limit`)."""
     import torch._dynamo.config as dynamo_config
 
-    name = (
-        "accumulated_recompile_limit"
-        if hasattr(dynamo_config, "accumulated_recompile_limit")
-        else ("accumulated_cache_size_limit")
-    )
-    setattr(dynamo_config, name, limit)
+    setattr(dynamo_config, _accumulated_limit_name(), limit)
 
 
 def isolates_recompiles() -> bool:
