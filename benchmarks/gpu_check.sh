@@ -37,6 +37,8 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 2
+# The project's .venv where it exists (here, after `make test`); python3 elsewhere (the GPU machine).
+if [[ -z "${PYTHON:-}" && -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; fi
 PYTHON="${PYTHON:-python3}"
 OUT_DIR="${OUT:-benchmarks/results}"
 DRY="${GPU_CHECK_DRY_RUN:-}"
