@@ -10,6 +10,7 @@ them into the report.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from sagemaker_tc.config import TrainingCompilerConfig
 
 METRIC_PREFIX = contract.METRIC_PREFIX
 METRIC_NAMES = contract.METRIC_NAMES
+
+logger = logging.getLogger("sagemaker_tc.session")
 
 
 def break_even_steps(
@@ -190,7 +193,23 @@ def write_report(report: dict[str, Any], compiler_dir: Path) -> Path:
     compiler_dir.mkdir(parents=True, exist_ok=True)
     path = compiler_dir / contract.REPORT_FILENAME
     path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    logger.info(
+        "Compiler report written to %s: compiled=%s variant=%s compile_seconds=%s steady_step_seconds=%s "
+        "eager_step_seconds=%s break_even_steps=%s cache=%s",
+        path,
+        report["compiled"],
+        report["variant"],
+        _fmt(report["compile_seconds"]),
+        _fmt(report["steady_step_seconds"]),
+        _fmt(report["eager_step_seconds"]),
+        report["break_even_steps"],
+        report["cache"]["state"],
+    )
     return path
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 def metric_lines(report: dict[str, Any]) -> list[str]:

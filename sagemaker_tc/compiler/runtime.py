@@ -83,7 +83,6 @@ class CompilerRuntime:
         self._functions: dict[str, dict[str, Any]] = {}
         self.recompile_budgets: dict[str, int] = {}
         self.failed = PlanFailures()
-        self.limit_hits: dict[str, int] = {}
         self._skipped_counters: list[StepPlanOptimizer] = []
 
     # -- setup ---------------------------------------------------------------------------------
@@ -120,7 +119,8 @@ class CompilerRuntime:
             self.shapes = ShapePolicy(config.buckets, model, self.buckets)
         attached = _Attached(model, {})
         if config.compiles:
-            for plan in self._candidates(config):
+            auto = config.resolved_plan == "auto"
+            for plan in planner.auto_candidates(self.device) if auto else (config.resolved_plan,):
                 attached.slots[plan] = self._build(model, plan, config)
         self._attached.append(attached)
         if config.compiles:
@@ -165,18 +165,9 @@ class CompilerRuntime:
             self._job_length = (int(steps), source)
 
     @property
-    def workload(self) -> planner.Workload | None:
-        """What ``plan="auto"``'s estimates depend on (None before the first attach)."""
-        return self.schedule.workload if self.schedule is not None else None
-
-    @property
     def decision(self) -> dict[str, Any] | None:
         """``plan="auto"``'s decision once made (None before, and for explicit plans)."""
         return self.schedule.decision if self.schedule is not None else None
-
-    def _candidates(self, config: TrainingCompilerConfig) -> list[str]:
-        plan = config.resolved_plan
-        return list(planner.auto_candidates(self.device)) if plan == "auto" else [plan]
 
     def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
         functions = self._plan_functions(model, plan, config)
@@ -196,8 +187,8 @@ class CompilerRuntime:
         return padded_by_policy or (self.buckets.active and self.pads_training_batches)
 
     def _variant(self, module: Any) -> str:
-        """Which compiled variant a call runs: ``captured`` (CUDA graphs, where the plan has them) only
-        while :meth:`_captures` holds, ``static`` for bucketed training calls, else ``dynamic``."""
+        """The compiled variant a call runs: ``captured`` (CUDA graphs) only while :meth:`_captures` holds,
+        ``static`` for other bucketed training calls, else ``dynamic``."""
         if not module.training or not self._static_shapes():
             return "dynamic"
         return "captured" if self._captures() else "static"
@@ -283,9 +274,8 @@ class CompilerRuntime:
         self._skipped_counters.append(state)
 
     def _captures(self) -> bool:
-        """CUDA graphs may run now: static shapes, one process (no DDP/FSDP), no gradient
-        accumulation (torch's cudagraph trees support neither sharded collectives nor gradients kept
-        across replays)."""
+        """CUDA graphs may run now: static shapes, one process (no DDP/FSDP), no gradient accumulation
+        (cudagraph trees support neither collectives across ranks nor gradients kept across replays)."""
         import torch.distributed as dist
 
         distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
@@ -310,10 +300,6 @@ class CompilerRuntime:
             self._set_pre_hook(attached, enabled=False)
 
     # -- failure ---------------------------------------------------------------------------------
-    def compiler_failed(self, error: BaseException) -> None:
-        """The active plan failed (:meth:`plan_failed`)."""
-        self.plan_failed(self.active, error)
-
     def plan_failed(self, plan: str, error: BaseException) -> None:
         """A compiled call of ``plan`` failed while the same call ran eagerly (or the step plan's
         update failed while the as-built update worked): ``plan`` never runs again in this job, and
@@ -374,14 +360,9 @@ class CompilerRuntime:
                 attached.slots[plan] = self._build(attached.model, plan, self.config)
 
     def recompile_limit_hit(self, message: str) -> None:
-        """Dynamo hit a recompile limit while the active plan ran: that plan's trial is invalid (it
-        ran partly eager), so it is not timed nor chosen by ``auto``."""
-        plan = self.active
-        if plan == planner.EAGER:
-            return
-        self.limit_hits[plan] = self.limit_hits.get(plan, 0) + 1
-        if self.schedule is not None:
-            self.schedule.invalidate(plan, f"recompile limit hit: {message[:200]}")
+        """Dynamo hit a recompile limit while the active plan ran: its trial ran partly eager, so invalid."""
+        if self.active != planner.EAGER and self.schedule is not None:
+            self.schedule.invalidate(self.active, f"recompile limit hit: {message[:200]}")
 
     # -- what the report reads -------------------------------------------------------------------
     def trials(self) -> list[dict[str, Any]]:

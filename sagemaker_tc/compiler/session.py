@@ -365,19 +365,7 @@ class CompilerSession:
             if self.debug is not None:
                 report["debug_files"] = self.debug.write(folder)
                 report["debug_files"]["files"] += self.runtime.write_debug(folder)
-            path = write_report(report, folder)
-            logger.info(
-                "Compiler report written to %s: compiled=%s variant=%s compile_seconds=%s steady_step_seconds=%s "
-                "eager_step_seconds=%s break_even_steps=%s cache=%s",
-                path,
-                report["compiled"],
-                report["variant"],
-                _fmt(report["compile_seconds"]),
-                _fmt(report["steady_step_seconds"]),
-                _fmt(report["eager_step_seconds"]),
-                report["break_even_steps"],
-                report["cache"]["state"],
-            )
+            write_report(report, folder)
             print_metric_lines(report)
             return report
         except Exception:  # a broken report must not hide the job's own result
@@ -392,10 +380,6 @@ def _runtime_class(config: TrainingCompilerConfig) -> type[CompilerRuntime]:
 
         return XlaRuntime
     return CompilerRuntime
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
 
 
 def _world_size() -> int:
