@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sagemaker_tc.errors import InternalAPIMissing
-
 logger = logging.getLogger(__name__)
 
 
@@ -168,10 +166,15 @@ def compile_start_callbacks() -> list[Any]:
 
 
 # -- torch: dynamo's recompile limit and its log line ---------------------------------------------------
-def _recompile_limit_name() -> str:
+def _limit_name(name: str, torch_2_6_name: str) -> str:
+    """The dynamo config name this torch has: ``name`` (torch 2.7 on), else its torch 2.6 name."""
     import torch._dynamo.config as dynamo_config
 
-    return "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+    return name if hasattr(dynamo_config, name) else torch_2_6_name
+
+
+def _recompile_limit_name() -> str:
+    return _limit_name("recompile_limit", "cache_size_limit")
 
 
 def recompile_limit() -> int:
@@ -201,13 +204,7 @@ def is_recompile_limit_message(message: str) -> bool:
 
 
 def _accumulated_limit_name() -> str:
-    import torch._dynamo.config as dynamo_config
-
-    return (
-        "accumulated_recompile_limit"
-        if hasattr(dynamo_config, "accumulated_recompile_limit")
-        else ("accumulated_cache_size_limit")
-    )
+    return _limit_name("accumulated_recompile_limit", "accumulated_cache_size_limit")
 
 
 def accumulated_recompile_limit() -> int:
@@ -259,7 +256,7 @@ def module_call_function(copy_tag: str | None = None) -> Callable[..., Any]:
     return types.FunctionType(code, function.__globals__, code.co_name, function.__defaults__, function.__closure__)
 
 
-# -- torch: errors a compiled call can raise -------------------------------------------------------------
+# -- torch: cudagraph trees' error text ----------------------------------------------------------------------
 _CUDAGRAPH_OVERWRITTEN = "output of CUDAGraphs that has been overwritten"
 """Cudagraph trees' error for a read of an output a later replay overwrote: "accessing tensor output
 of CUDAGraphs that has been overwritten ..." (torch 2.1 to 2.13), and for a ``.grad`` allocated
@@ -270,38 +267,9 @@ during capture, "accessing gradient tensor output of CUDAGraphs ..." (torch 2.13
 def is_cudagraph_overwritten(error: BaseException) -> bool:
     """True when ``error`` (or an error it was raised from) is cudagraph trees' "output overwritten"
     error: the compiler's fault (CUDA graphs freed memory a later step still read), never the model's."""
-    return any(_CUDAGRAPH_OVERWRITTEN in str(e) for e in _error_chain(error))
+    from sagemaker_tc.compiler.failures import error_chain
 
-
-def is_out_of_memory(error: BaseException) -> bool:
-    """True when ``error`` (or an error it was raised from, e.g. dynamo's ``BackendCompilerFailed``) is
-    an out-of-memory error: ``torch.OutOfMemoryError`` (torch 2.5 to 2.13; ``torch.cuda.OutOfMemoryError``
-    before) or its message."""
-    import torch
-
-    kinds = tuple(k for k in (getattr(torch, "OutOfMemoryError", None), torch.cuda.OutOfMemoryError) if k)
-    return any(isinstance(e, kinds) or "out of memory" in str(e).lower()[:200] for e in _error_chain(error))
-
-
-def _error_chain(error: BaseException, limit: int = 8) -> list[BaseException]:
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and len(chain) < limit and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-def free_device_memory() -> None:
-    """Give cached device memory back after an out-of-memory error (``gc.collect()`` and
-    ``torch.cuda.empty_cache()`` where CUDA is initialized; never initializes it)."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+    return any(_CUDAGRAPH_OVERWRITTEN in str(e) for e in error_chain(error))
 
 
 # -- torch: structured logs (debug mode) ---------------------------------------------------------------
@@ -369,13 +337,6 @@ def global_optimizer_step_hooks() -> int:
     return len(optimizer_module._global_optimizer_pre_hooks) + len(optimizer_module._global_optimizer_post_hooks)
 
 
-def torch_version() -> str:
-    """The installed torch's version string, e.g. ``"2.13.0+cpu"`` (``torch.__version__``)."""
-    import torch
-
-    return str(torch.__version__)
-
-
 # -- transformers ----------------------------------------------------------------------------------------
 def attention_implementation(model: Any) -> str | None:
     """The attention kernel a Hugging Face model runs: ``model.config._attn_implementation``
@@ -419,71 +380,6 @@ def set_trainer_batch_size(trainer: Any, batch_size: int) -> bool:
         return False
     trainer._train_batch_size = batch_size
     return True
-
-
-# -- sagemaker-core ------------------------------------------------------------------------------------
-def hand_request_to_pipeline(session: Any, request: dict[str, Any]) -> None:
-    """Hand a CreateTrainingJob request to a SageMaker Pipelines step instead of creating the job.
-
-    ``PipelineSession._intercept_create_request(request, None, "train")`` stores the request in
-    ``session.context``, from where ``TrainingStep`` reads the step's arguments (sagemaker-core
-    2.27, ``sagemaker/core/workflow/pipeline_context.py``; the same method as SDK v2's
-    ``PipelineSession``).
-
-    Raises:
-        InternalAPIMissing: the session has no such method (a sagemaker-core that changed it).
-    """
-    intercept = getattr(session, "_intercept_create_request", None)
-    if intercept is None:
-        raise InternalAPIMissing(
-            f"{type(session).__name__}._intercept_create_request is missing: this sagemaker-core cannot take a "
-            "training request into a pipeline step"
-        )
-    intercept(request, None, "train")
-
-
-def docker_compose_command() -> list[str]:
-    """The docker compose command sagemaker-core's Docker local engine will run (``docker compose``
-    or ``docker-compose``), found the way the engine finds it.
-
-    ``sagemaker.core.local.image._SageMakerContainer._get_compose_cmd_prefix()`` (sagemaker-core 2.27;
-    the same static method as SDK v2's ``sagemaker.local.image``) raises ``ImportError`` naming what
-    it looked for when neither is installed.
-
-    Raises:
-        ImportError: docker compose is not installed (sagemaker-core's message).
-        InternalAPIMissing: this sagemaker-core has no such class or method.
-    """
-    from sagemaker.core.local import image
-
-    container = getattr(image, "_SageMakerContainer", None)
-    prefix = getattr(container, "_get_compose_cmd_prefix", None)
-    if prefix is None:
-        raise InternalAPIMissing(
-            "sagemaker.core.local.image._SageMakerContainer._get_compose_cmd_prefix is missing: this sagemaker-core "
-            "finds docker compose another way"
-        )
-    return list(prefix())
-
-
-# -- sagemaker-train -----------------------------------------------------------------------------------
-def model_trainer_metric_definitions(trainer: Any) -> list[Any] | None:
-    """The metric definitions a sagemaker-train ``ModelTrainer`` will send (None when none were set).
-
-    ``ModelTrainer.with_metric_definitions`` stores them in the private attribute
-    ``_metric_definitions`` and offers no getter (sagemaker-train 1.27, ``sagemaker/train/model_trainer.py``);
-    sagemaker-tc reads them so the compiler's definitions are added after the user's, not over them.
-
-    Raises:
-        InternalAPIMissing: the trainer has no such attribute (a sagemaker-train that renamed it).
-    """
-    private = getattr(trainer, "__pydantic_private__", None) or {}
-    if "_metric_definitions" not in private:
-        raise InternalAPIMissing(
-            f"{type(trainer).__name__}._metric_definitions is missing: this sagemaker-train keeps metric definitions "
-            "elsewhere, so sagemaker-tc cannot add the compiler's after yours"
-        )
-    return private["_metric_definitions"]
 
 
 # -- accelerate and torch_xla dataloaders ----------------------------------------------------------

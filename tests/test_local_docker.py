@@ -65,7 +65,7 @@ def test_local_cpu_has_no_gpu_reservation(fake_docker, source_dir, tmp_path):
 
 
 def test_compose_command_is_found_the_way_sagemaker_core_finds_it(fake_docker):
-    """The one private sagemaker-core call Docker local mode makes, through sagemaker_tc._internals."""
-    from sagemaker_tc import _internals
+    """The one private sagemaker-core call Docker local mode makes, through sagemaker_tc.sdk._internals."""
+    from sagemaker_tc.sdk import _internals
 
     assert _internals.docker_compose_command() == ["docker", "compose"]

@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc import _internals
 from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats
 from sagemaker_tc.compiler.steps import StepRecord, StepTimer
 
@@ -128,7 +127,7 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
         "loss_last": loss_values[-1],
         "losses_finite": all(value == value and abs(value) != float("inf") for value in loss_values),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "torch": _internals.torch_version(),
+        "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "torch_threads": torch.get_num_threads(),
         "load_avg_1m": [load_before, load_after],

@@ -94,3 +94,41 @@ def first_lines(text: str, limit: int = 600) -> str:
     """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
     return " ".join(lines[:3])[:limit] if lines else "(no message)"
+
+
+def error_chain(error: BaseException, limit: int = 8) -> list[BaseException]:
+    """``error`` and the errors it was raised from (``__cause__``, else ``__context__``), at most
+    ``limit``: dynamo wraps a backend's error in ``BackendCompilerFailed``."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(chain) < limit and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True when ``error``, or an error it was raised from, is an out-of-memory error:
+    ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError`` before torch 2.5), or a
+    ``RuntimeError`` whose message says so (the CPU allocator's "can't allocate memory" when the host
+    refuses an allocation). Imports torch."""
+    import torch
+
+    kinds = tuple(k for k in (getattr(torch, "OutOfMemoryError", None), torch.cuda.OutOfMemoryError) if k)
+    for cause in error_chain(error):
+        text = str(cause).lower()[:300]
+        if isinstance(cause, kinds) or "out of memory" in text or "can't allocate memory" in text:
+            return True
+    return False
+
+
+def free_device_memory() -> None:
+    """Give cached device memory back after an out-of-memory error (``gc.collect()`` and
+    ``torch.cuda.empty_cache()`` where CUDA is initialized; never initializes it). Imports torch."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler import failures, planner
 from sagemaker_tc.compiler.regions import compile_kwargs, compile_plan_call, find_repeated_blocks
 from sagemaker_tc.compiler.shapes import bucket_count, plan_recompile_budget
 
@@ -81,8 +81,8 @@ class GuardedCall:
         try:
             return function(module, *args, **kwargs)
         except Exception as error:
-            if _internals.is_out_of_memory(error):
-                _internals.free_device_memory()  # room for the eager rerun
+            if failures.is_out_of_memory(error):
+                failures.free_device_memory()  # room for the eager rerun
             # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
             result = _internals.uncompiled_call(module)(*args, **kwargs)
             self.on_failure(self.plan, error)

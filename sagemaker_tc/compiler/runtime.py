@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler import known_wrong, planner
 from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
-from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary
+from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, device_of, plan_leaf_modules, plan_modules
 from sagemaker_tc.compiler.regions import CompilePlan
@@ -310,7 +310,7 @@ class CompilerRuntime:
             CompilerError: under ``policy="strict"`` for a compiler failure, naming the plan, with
                 ``error`` as the cause.
         """
-        out_of_memory = _internals.is_out_of_memory(error)
+        out_of_memory = is_out_of_memory(error)
         reason = error_summary(error)
         if not out_of_memory and self.config is not None and self.config.policy == "strict":
             raise CompilerError(f"plan {plan!r} failed and policy='strict' does not fall back: {reason}") from error

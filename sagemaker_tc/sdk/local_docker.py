@@ -12,8 +12,8 @@ import logging
 import shutil
 import subprocess
 
-from sagemaker_tc import _internals
 from sagemaker_tc.errors import DockerNotAvailableError
+from sagemaker_tc.sdk import _internals
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
 logger = logging.getLogger(__name__)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
+from sagemaker_tc.compiler.failures import is_out_of_memory
 from sagemaker_tc.compiler.loss import compute_loss
 from sagemaker_tc.compiler.regions import compile_kwargs, compile_region, regions_for
 from sagemaker_tc.config import TrainingCompilerConfig
@@ -154,7 +155,7 @@ def _checked_batch(make_batch: Callable[[int], Any], batch_size: int) -> Any:
     try:
         batch = make_batch(batch_size)
     except Exception as error:
-        if _is_out_of_memory(error):
+        if is_out_of_memory(error):
             raise
         raise TuningError(f"make_batch({batch_size}) raised {type(error).__name__}: {error}") from error
     rows = _leading_dim(batch)
@@ -164,15 +165,6 @@ def _checked_batch(make_batch: Callable[[int], Any], batch_size: int) -> Any:
             "(the first dimension of its tensors)"
         )
     return batch
-
-
-def _is_out_of_memory(error: BaseException) -> bool:
-    import torch
-
-    if isinstance(error, torch.OutOfMemoryError):
-        return True
-    # The CPU allocator raises a plain RuntimeError when the host refuses an allocation.
-    return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
 
 
 def _free(device: torch.device) -> None:
@@ -296,7 +288,7 @@ class _Tries:
             if peak is not None and peak > self.budget.bytes:
                 reason = f"peak {format_bytes(peak)} > budget {format_bytes(self.budget.bytes)}"
         except Exception as error:
-            if not _is_out_of_memory(error):
+            if not is_out_of_memory(error):
                 raise
             reason = f"out of memory: {str(error).splitlines()[0][:200]}"
         finally:

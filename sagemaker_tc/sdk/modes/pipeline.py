@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sagemaker_tc import _internals
+from sagemaker_tc.sdk import _internals
 from sagemaker_tc.sdk.modes.training_job import CloudTarget, upload_and_build
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from sagemaker.core.shapes import MetricDefinition
 from sagemaker.train.model_trainer import Mode
 from sagemaker.train.model_trainer import ModelTrainer as _SdkModelTrainer
 
-from sagemaker_tc import _internals, contract
+from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import (
     EstimatorArgumentError,
@@ -34,7 +34,7 @@ from sagemaker_tc.errors import (
     SagemakerTCError,
     TrainingJobFailedError,
 )
-from sagemaker_tc.sdk import arguments, local_docker
+from sagemaker_tc.sdk import _internals, arguments, local_docker
 from sagemaker_tc.sdk.images import check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
 from sagemaker_tc.sdk.local_process import LocalJobResult
