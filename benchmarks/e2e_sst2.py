@@ -15,10 +15,14 @@ fine-tunes the pretrained all-MiniLM-L6-v2 on the 6,400-row SST-2 slice for one 
 Every job gets its own empty ``TORCHINDUCTOR_CACHE_DIR``: nothing compiled by one job is reused by
 another except through ``cache=``. ``--rounds N`` repeats the whole sequence N times, variants
 interleaved, so machine noise shows as the spread of each ratio; the ratio of a round is measured
-against that round's eager job. Prints, per job, ``fit()`` seconds, the ratio to eager (eager's
+against that round's eager job. ``--pairs N`` runs only ``eager`` and ``sagemaker-tc`` (the default
+config, which keeps eager where compiling cannot pay off), N pairs, the order swapped every other
+pair so that a drift of the machine does not favour either; it prints the median ratio and its
+spread (lowest, highest). Prints, per job, ``fit()`` seconds, the ratio to eager (eager's
 seconds / the variant's: > 1 is faster), and validation accuracy, and writes the JSON result.
 
-Usage: ``.venv/bin/python benchmarks/e2e_sst2.py [--rounds 1] [--out benchmarks/results/e2e-sst2_cpu_YYYYMM.json]``
+Usage: ``.venv/bin/python benchmarks/e2e_sst2.py [--rounds 1 | --pairs 3]
+[--out benchmarks/results/e2e-sst2_cpu_YYYYMM.json]``
 """
 
 from __future__ import annotations
@@ -93,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=1, help="repeat every variant this many times, interleaved")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--pairs", type=int, help="N interleaved eager / sagemaker-tc pairs (overrides the above)")
     parser.add_argument("--out", type=Path, help="result JSON (default: print only)")
     args = parser.parse_args(argv)
+    if args.pairs:
+        args.rounds, args.variants = args.pairs, ["eager", "sagemaker-tc"]
     work = Path(tempfile.mkdtemp(prefix="e2e-sst2-"))
     # The first job would otherwise also pay for reading torch and transformers from disk.
     subprocess.run([sys.executable, "-c", "import torch, transformers, accelerate, sagemaker_training"], check=True)
@@ -102,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         cache = work / f"compile-cache-{index}"  # empty for the round's first job, reused by its repeat
         rows = []
-        for variant in args.variants:
+        swap = bool(args.pairs) and index % 2 == 1  # pairs: every other pair runs ours first
+        for variant in reversed(args.variants) if swap else args.variants:
             row = run_job(variant, work, cache)
             rows.append(row)
             print(
@@ -121,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
             "fit_seconds": seconds,
             "ratio_to_eager": ratios,
             "median_ratio": statistics.median(ratios) if all(ratios) else None,
+            "spread": [min(ratios), max(ratios)] if all(ratios) else None,
         }
         print(
             f"{variant:>20}: fit {statistics.median(seconds):7.1f} s (median of {len(seconds)}), "
-            f"ratio to eager {summary[variant]['median_ratio']:.3f}"
+            f"ratio to eager {summary[variant]['median_ratio']:.3f} "
+            f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f})"
         )
     command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
     write_result(args.out, command, hyperparameters=HYPERPARAMETERS, rounds=rounds, summary=summary)
