@@ -23,7 +23,7 @@ def all_notebooks() -> list[Path]:
 
 
 def test_committed_notebooks_have_no_outputs():
-    assert len(all_notebooks()) == 4
+    assert len(all_notebooks()) == 5
     for path in all_notebooks():
         book = nbformat.read(path, as_version=4)
         nbformat.validate(book)

@@ -37,7 +37,7 @@ ARGUMENT_SETS = {
         {"debugger_hook_config": False, "max_retry_attempts": 15},
         {"RetryStrategy": {"MaximumRetryAttempts": 15}},
     ),
-    "disable-profiler": ({"disable_profiler": True}, {}),
+    "disable-profiler": ({"disable_profiler": True}, {"ProfilerConfig": {"DisableProfiler": True}}),
     "tags": (
         {"tags": [{"Key": "team", "Value": "nlp"}, {"Key": "cost-center", "Value": "1234"}]},
         {"Tags": [{"Key": "team", "Value": "nlp"}, {"Key": "cost-center", "Value": "1234"}]},
@@ -169,9 +169,9 @@ def test_each_sdk_v2_argument_set_reaches_the_request(aws, bucket, source_dir, n
         assert request["InputDataConfig"][0]["ChannelName"] == "train"
         assert request["InputDataConfig"][1:] == expected.pop("InputDataConfig") and expected == {}
     assert_contains(request, expected)
-    # Off and unset stay out of the request, as in SDK v2.
+    # Unset stays out of the request, as in SDK v2; disable_profiler=True is SDK v2's disabled ProfilerConfig.
     for field in ("DebugHookConfig", "ProfilerConfig", "DebugRuleConfigurations"):
-        assert field not in request
+        assert field not in request or (field == "ProfilerConfig" and name == "disable-profiler")
     if name != "log-level":
         assert request["HyperParameters"][LOG_LEVEL] == "20"
 

@@ -23,7 +23,8 @@ SDK v2 field mapping (``sagemaker.estimator.EstimatorBase`` / ``sagemaker.job._J
 - ``tensorboard_output_config`` -> ``TensorBoardOutputConfig``
 - ``debugger_hook_config`` (an object) -> ``DebugHookConfig``
 - ``rules`` -> ``DebugRuleConfigurations`` / ``ProfilerRuleConfigurations``
-- ``profiler_config`` -> ``ProfilerConfig``
+- ``profiler_config`` -> ``ProfilerConfig``; ``disable_profiler=True`` -> ``ProfilerConfig.DisableProfiler``
+  (SDK v2's ``EstimatorBase._prepare_profiler_for_training`` sends a disabled ProfilerConfig then)
 - ``enable_remote_debug`` -> ``RemoteDebugConfig.EnableRemoteDebug``
 - ``enable_infra_check`` -> ``InfraCheckConfig.EnableInfraCheck``
 - ``enable_session_tag_chaining`` -> ``SessionChainingConfig.EnableSessionTagChaining``
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker.core.shapes import (
     InfraCheckConfig,
+    ProfilerConfig,
     RemoteDebugConfig,
     RetryStrategy,
     SessionChainingConfig,
@@ -81,6 +83,7 @@ def _top_level(settings: JobSettings) -> dict[str, Any]:
     get = settings.get
     rules = get("rules") or {}
     retries = get("max_retry_attempts")
+    off = bool(get("disable_profiler"))
     vpc = None
     if get("subnets") is not None:
         vpc = VpcConfig(subnets=get("subnets"), security_group_ids=get("security_group_ids"))
@@ -94,7 +97,7 @@ def _top_level(settings: JobSettings) -> dict[str, Any]:
         "tensor_board_output_config": get("tensorboard_output_config"),
         "debug_hook_config": get("debugger_hook_config"),
         "debug_rule_configurations": rules.get("debug") or None,
-        "profiler_config": get("profiler_config"),
+        "profiler_config": get("profiler_config") or (ProfilerConfig(disable_profiler=True) if off else None),
         "profiler_rule_configurations": rules.get("profiler") or None,
         "remote_debug_config": _flag_config(settings, "enable_remote_debug", RemoteDebugConfig, "enable_remote_debug"),
         "infra_check_config": _flag_config(settings, "enable_infra_check", InfraCheckConfig, "enable_infra_check"),
