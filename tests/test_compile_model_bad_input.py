@@ -116,12 +116,12 @@ def test_a_failed_attach_closes_the_session_it_opened_and_the_next_call_compiles
 
 def test_a_failed_attach_in_the_jobs_session_leaves_that_session_as_it_was():
     with CompilerSession(COMPILE_NOW) as session:
-        undo_before, extensions_before = len(session._undo), dict(session.extensions)
+        undo_before = len(session._undo)
         with pytest.raises(RuntimeError, match="weights are not loaded yet"):
             compile_model(UnreadyModel.build())
 
         assert current_session() is session and session.state == "open"
-        assert (len(session._undo), session.extensions, session.integration) == (undo_before, extensions_before, None)
+        assert (len(session._undo), session.step_watcher, session.integration) == (undo_before, None, None)
         runtime = session.runtime
         assert (runtime.config, runtime.schedule, runtime.plans, runtime.first_model()) == (None, None, [], None)
 

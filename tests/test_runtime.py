@@ -218,18 +218,3 @@ def test_torchrun_exiting_zero_after_a_rank_failed_is_a_failure(tmp_path, monkey
         launcher._run_ranks(command)
     assert exited.value.code == 1
     assert failure.read_text() == "algo-1 rank 1: ValueError: x"
-
-
-def test_kv_cache_is_off_while_an_hf_trainer_trains_and_restored_after():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from sagemaker_tc.integrations.transformers import _restore_kv_cache, _training_without_kv_cache
-
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=64, n_positions=32))
-    assert model.config.use_cache is True
-    _training_without_kv_cache(model)
-    assert model.config.use_cache is False
-    _restore_kv_cache(model)
-    assert model.config.use_cache is True
-    _restore_kv_cache(model)  # idempotent
-    assert model.config.use_cache is True

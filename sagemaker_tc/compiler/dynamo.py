@@ -1,8 +1,10 @@
 """What dynamo did in this process: one reader for jobs, ``bench`` and ``tune``, and the compile watch.
 
-:func:`dynamo_stats` reads dynamo's counters and compilation records; :class:`CompileWatch` counts
-compilations as they start (so a step knows it compiled) and catches dynamo's recompile-limit
-warning. Both reach torch only through :mod:`sagemaker_tc._internals`.
+:func:`dynamo_stats` reads dynamo's counters and compilation records, all of the process's or, with
+a :class:`DynamoMark` taken earlier (:func:`dynamo_mark`; a session takes one when it opens), only
+what was compiled since. :class:`CompileWatch` counts compilations as they start (so a step knows it
+compiled) and catches dynamo's recompile-limit warning. All reach torch only through
+:mod:`sagemaker_tc._internals`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sagemaker_tc import _internals
 
@@ -42,18 +45,54 @@ class DynamoStats:
     compile_seconds: float = 0.0
 
 
-def dynamo_stats() -> DynamoStats:
-    """Read dynamo's counters and compilation records (empty stats when torch was never imported)."""
+@dataclass(frozen=True)
+class DynamoMark:
+    """Dynamo's process-wide counts at one moment (:func:`dynamo_mark`), so that
+    :func:`dynamo_stats` and :func:`inductor_cache_counters` can count only what came after.
+
+    Attributes:
+        counters: dynamo's counters then, ``{category: {name: count}}``.
+        records: the compilation records dynamo held then (kept, so each stays recognisable by
+            identity after dynamo's bounded record list drops it).
+    """
+
+    counters: dict[str, dict[Any, int]] = field(default_factory=dict)
+    records: tuple[Any, ...] = ()
+
+    def count(self, category: str, name: Any) -> int:
+        """The counter ``name`` of ``category`` at the mark (0 when it did not exist)."""
+        return self.counters.get(category, {}).get(name, 0)
+
+
+def dynamo_mark() -> DynamoMark:
+    """Dynamo's counts now (an empty mark when torch was never imported: nothing compiled yet)."""
+    if "torch" not in sys.modules:
+        return DynamoMark()
+    counters = {category: dict(values) for category, values in _internals.dynamo_counters().items()}
+    return DynamoMark(counters=counters, records=tuple(_internals.compilation_records()))
+
+
+def dynamo_stats(since: DynamoMark | None = None) -> DynamoStats:
+    """Read dynamo's counters and compilation records: all of the process's, or only what came after
+    ``since`` (counts never below 0: a counter put back, e.g. by
+    :func:`sagemaker_tc._internals.dynamo_state_kept`, counts as 0). Empty stats when torch was
+    never imported."""
     if "torch" not in sys.modules:
         return DynamoStats()
+    since = since or DynamoMark()
     counters = _internals.dynamo_counters()
     reasons: dict[str, int] = {}
     for reason, count in counters["graph_break"].items():
-        first_line = str(reason).strip().splitlines()[0] if str(reason).strip() else "unknown"
-        reasons[first_line] = reasons.get(first_line, 0) + count
+        count = max(0, count - since.count("graph_break", reason))
+        if count:
+            first_line = str(reason).strip().splitlines()[0] if str(reason).strip() else "unknown"
+            reasons[first_line] = reasons.get(first_line, 0) + count
     frames = recompiles = 0
     compile_seconds = 0.0
+    before = {id(record) for record in since.records}
     for record in _internals.compilation_records():
+        if id(record) in before:
+            continue
         compile_seconds += record.entire_frame_compile_time_s or 0.0
         if not getattr(record, "is_forward", True):
             continue
@@ -62,7 +101,7 @@ def dynamo_stats() -> DynamoStats:
         if match and int(match.group(2)) > 0:
             recompiles += 1
     return DynamoStats(
-        graphs=int(counters["stats"]["unique_graphs"]),
+        graphs=max(0, int(counters["stats"]["unique_graphs"]) - since.count("stats", "unique_graphs")),
         frames_compiled=frames,
         recompiles=recompiles,
         graph_breaks=sum(reasons.values()),
@@ -71,17 +110,24 @@ def dynamo_stats() -> DynamoStats:
     )
 
 
-def inductor_cache_counters() -> dict[str, int]:
-    """Inductor's FX graph cache and AOTAutograd cache hits and misses in this process (zeros
-    without torch)."""
+_CACHE_COUNTERS = {
+    "fx_graph_hits": ("inductor", "fxgraph_cache_hit"),
+    "fx_graph_misses": ("inductor", "fxgraph_cache_miss"),
+    "aot_autograd_hits": ("aot_autograd", "autograd_cache_hit"),
+    "aot_autograd_misses": ("aot_autograd", "autograd_cache_miss"),
+}
+
+
+def inductor_cache_counters(since: DynamoMark | None = None) -> dict[str, int]:
+    """Inductor's FX graph cache and AOTAutograd cache hits and misses in this process, or since
+    ``since`` (zeros without torch)."""
     if "torch" not in sys.modules:
-        return {"fx_graph_hits": 0, "fx_graph_misses": 0, "aot_autograd_hits": 0, "aot_autograd_misses": 0}
+        return dict.fromkeys(_CACHE_COUNTERS, 0)
+    since = since or DynamoMark()
     counters = _internals.dynamo_counters()
     return {
-        "fx_graph_hits": int(counters["inductor"]["fxgraph_cache_hit"]),
-        "fx_graph_misses": int(counters["inductor"]["fxgraph_cache_miss"]),
-        "aot_autograd_hits": int(counters["aot_autograd"]["autograd_cache_hit"]),
-        "aot_autograd_misses": int(counters["aot_autograd"]["autograd_cache_miss"]),
+        key: max(0, int(counters[category][name]) - since.count(category, name))
+        for key, (category, name) in _CACHE_COUNTERS.items()
     }
 
 

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler import known_wrong, planner
-from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
+from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, device_of, plan_leaf_modules, plan_modules
+from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
@@ -75,6 +76,7 @@ class CompilerRuntime:
         self.device_name = "cpu"
         self.forwards_per_step = 1
         self.optimizer_kind: str | None = None
+        self.compiles_since: DynamoMark | None = None  # the session's mark: count dynamo's work after it
         self._job_length: tuple[int | None, str] = (None, "unknown")
         self._attached: list[_Attached] = []
         self._listeners: list[Any] = []
@@ -276,10 +278,7 @@ class CompilerRuntime:
     def _captures(self) -> bool:
         """CUDA graphs may run now: static shapes, one process (no DDP/FSDP), no gradient accumulation
         (cudagraph trees support neither collectives across ranks nor gradients kept across replays)."""
-        import torch.distributed as dist
-
-        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-        return self._static_shapes() and not distributed and self.forwards_per_step == 1
+        return self._static_shapes() and process_group_size() == 1 and self.forwards_per_step == 1
 
     def prepared_plans(self) -> list[str]:
         """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
@@ -382,8 +381,8 @@ class CompilerRuntime:
 
     def compiled_graphs(self) -> DynamoStats:
         """What was compiled, for the report's ``graphs``, ``recompiles`` and graph breaks: dynamo's
-        counts (:class:`~sagemaker_tc.compiler.xla.XlaRuntime`: XLA's)."""
-        return dynamo_stats()
+        counts since :attr:`compiles_since` (:class:`~sagemaker_tc.compiler.xla.XlaRuntime`: XLA's)."""
+        return dynamo_stats(self.compiles_since)
 
     def compile_stats(self) -> dict[str, Any] | None:
         """The backend's own section of the report: None for Inductor (``xla`` for XLA)."""

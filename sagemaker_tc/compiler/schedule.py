@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.steps import StepRecord, steady_median
 from sagemaker_tc.config import TrainingCompilerConfig
 
@@ -181,7 +182,7 @@ def agree_across_ranks(choice: Any) -> Any:
     (else ``choice``). A collective: every rank must call it at the same step."""
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if process_group_size() == 1:
         return choice
     box = [choice]
     dist.broadcast_object_list(box, src=0)

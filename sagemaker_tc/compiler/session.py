@@ -25,26 +25,38 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sagemaker_tc import _internals, contract
-from sagemaker_tc.compiler import history, known_wrong
+from sagemaker_tc.compiler import history
 from sagemaker_tc.compiler.debug import DebugCapture
-from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, inductor_cache_counters
-from sagemaker_tc.compiler.report import JobFacts, build_report, print_metric_lines, write_report
+from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, dynamo_mark
+from sagemaker_tc.compiler.facts import job_facts
+from sagemaker_tc.compiler.ranks import world_size
+from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
 from sagemaker_tc.compiler.runtime import CompilerRuntime
 from sagemaker_tc.compiler.shapes import BucketStats, recompile_limit_for_buckets
-from sagemaker_tc.compiler.steps import StepTimer, summarize
+from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import SessionStateError
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.job_cache import JobCache
     from sagemaker_tc.compiler.regions import CompilePlan
+    from sagemaker_tc.integrations.pytorch import StepWatcher
 
 logger = logging.getLogger("sagemaker_tc.session")
 
 _current: CompilerSession | None = None
+
+
+class BatchTuning(Protocol):
+    """What the session keeps of a batch-size decision (:class:`sagemaker_tc.tuning.decision.TuningDecision`,
+    recorded by :func:`sagemaker_tc.tuning.api.record`): its report entry."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``batch_tuning`` entry (JSON-ready)."""
+        ...
 
 
 def current_session() -> CompilerSession | None:
@@ -119,8 +131,8 @@ class CompilerSession:
         self.debug = DebugCapture() if config.debug else None
         self.integration: str | None = None
         self.plan: CompilePlan | None = None
-        self.batch_tuning: Any = None  # a sagemaker_tc.tuning.decision.TuningDecision
-        self.extensions: dict[str, Any] = {}  # state an integration keeps for this session
+        self.batch_tuning: BatchTuning | None = None
+        self.step_watcher: StepWatcher | None = None  # the plain-loop integration's (compile_model)
         self.state = "new"
         self._undo: list[Callable[[], None]] = []
         self.limits = DynamoLimits()
@@ -141,6 +153,7 @@ class CompilerSession:
         undo_xla = self._prepare_xla() if self.config.compiles and self.config.backend == "xla" else None
         _current = self
         self.state = "open"
+        self.runtime.compiles_since = dynamo_mark()  # the report counts only what compiles from now on
         if self.job_cache is not None:  # undone last: after the report's cache save
             self._undo.append(self.job_cache.remove_private_dir)
         if undo_xla is not None:
@@ -182,9 +195,9 @@ class CompilerSession:
     def setup(self) -> Iterator[CompilerSession]:
         """An integration's setup (``compile_model``), all or nothing: when the block raises, every
         undo it added with :meth:`add_cleanup` runs (last added first) and the session's
-        ``integration``, ``extensions`` and ``plan`` are put back, so the next call starts from the
+        ``integration``, ``step_watcher`` and ``plan`` are put back, so the next call starts from the
         session as it was (:meth:`attach` puts the runtime back itself)."""
-        mark, kept = len(self._undo), (self.integration, dict(self.extensions), self.plan)
+        mark, kept = len(self._undo), (self.integration, self.step_watcher, self.plan)
         try:
             yield self
         except BaseException:
@@ -193,7 +206,7 @@ class CompilerSession:
                     self._undo.pop()()
                 except Exception:  # undoing one hook must not keep the others in place
                     logger.exception("Could not undo a compiler hook")
-            self.integration, self.extensions, self.plan = kept
+            self.integration, self.step_watcher, self.plan = kept
             raise
 
     def close(self) -> dict[str, Any] | None:
@@ -256,12 +269,12 @@ class CompilerSession:
         return self.job_cache.cache.inductor_dir if self.job_cache is not None else None
 
     def _plan_history(self) -> dict[str, Any]:
-        key = history.workload_key(self.runtime, self.timer.records, _world_size())
+        key = history.workload_key(self.runtime, self.timer.records, world_size(self.environ))
         return history.read(self._history_folder(), key).get("plans", {}) if key is not None else {}
 
     def _record_history(self) -> None:
         """Keep what this job measured for the next job with the same workload (in the cache)."""
-        key = history.workload_key(self.runtime, self.timer.records, _world_size())
+        key = history.workload_key(self.runtime, self.timer.records, world_size(self.environ))
         if key is None or self.job_cache is None or self.runtime.config is None:
             return
         warm = self.job_cache.outcome.get("state") == "warm"
@@ -283,76 +296,67 @@ class CompilerSession:
         """Remember an optimizer the job steps (the policy may switch it to its fused kernel)."""
         self.runtime.track_optimizer(optimizer)
 
+    def set_job_length(self, steps: int | None, source: str) -> None:
+        """The job's length in optimizer steps (``plan="auto"`` weighs compile time against it);
+        ``source`` names where it came from for the report (``"Trainer max_steps"``). None or <= 0:
+        unknown (1,000 steps are assumed)."""
+        self.runtime.set_job_length(steps, source)
+
+    @property
+    def accumulation(self) -> int:
+        """Forwards (micro-batches) per optimizer step, as last set by :meth:`set_accumulation` (1)."""
+        return self.runtime.forwards_per_step
+
+    def set_accumulation(self, forwards: int) -> None:
+        """Gradient accumulation: ``forwards`` training forwards (micro-batches) per optimizer step,
+        at least 1 (CUDA graphs run only with 1: :meth:`CompilerRuntime._captures`)."""
+        self.runtime.forwards_per_step = max(1, int(forwards))
+
+    @property
+    def device_name(self) -> str:
+        """The first attached model's device as the log names it: ``"cpu"``, the GPU's name
+        (``"NVIDIA H200"``) or ``"xla:<PJRT device>"``; ``"cpu"`` before any :meth:`attach`."""
+        return self.runtime.device_name
+
+    def add_model_call_listener(self, listener: Callable[[Any, tuple, dict], None]) -> None:
+        """Call ``listener(module, args, kwargs)`` before each call of an attached model (outside any
+        compiled graph), until :meth:`close` (or until a failed :meth:`setup` block is undone)."""
+        self.add_cleanup(self.runtime.add_model_call_listener(listener))
+
+    def pad_batches_on_host(self, loader: Any) -> bool:
+        """``backend="xla"``: pad ``loader``'s training batches to the buckets in its collate function
+        (:meth:`sagemaker_tc.compiler.xla.XlaRuntime.pad_batches_on_host`). Returns False when nothing
+        was wrapped: another backend, or no DataLoader found."""
+        if not (self.config.compiles and self.config.backend == "xla"):
+            return False
+        from sagemaker_tc.compiler.xla import XlaRuntime
+
+        return isinstance(self.runtime, XlaRuntime) and self.runtime.pad_batches_on_host(loader)
+
+    # -- steps: an integration marks each optimizer step --------------------------------------------
+    @property
+    def step_open(self) -> bool:
+        """True between :meth:`begin_step` and :meth:`end_step`."""
+        return self.timer.step_open
+
+    def begin_step(self) -> None:
+        """An optimizer step begins (before its first forward): timed from now, under the plan that
+        runs now."""
+        self.timer.begin_step()
+
+    def end_step(self, samples: int) -> None:
+        """Right after ``optimizer.step()``: the backend ends its step (XLA marks it: one graph per
+        optimizer step), then the step's record ends. ``samples`` is the step's global batch, in
+        samples (all ranks, all micro-batches). The schedule may switch plans here. Never waits for
+        the GPU."""
+        self.runtime.finish_step()
+        self.timer.end_step(samples)
+
     # -- the report ------------------------------------------------------------------------------------
     def report(self) -> dict[str, Any]:
-        """The report (``report.json``'s fields) as of now; waits for steps still on the GPU."""
-        config, runtime = self.config, self.runtime
-        records = self.timer.flush()
-        attached = runtime.config is not None
-        plan = runtime.final_label() if attached else None
-        variant = None if plan is None else ("eager" if plan == "eager" else "compiled")
-        regional = None
-        if plan is not None and plan != "eager":
-            regional = plan == "regional" and self.plan is not None and self.plan.regional
-        facts = JobFacts(
-            steps=summarize(records, plan),
-            dynamo=runtime.compiled_graphs(),
-            integration=self.integration,
-            regional=regional,
-            fallback_reason=self._fallback_reason(plan, records),
-            variant=variant,
-            plan=plan,
-            plan_decision=self._plan_decision(),
-            trials=runtime.trials() if attached else [],
-            eager_step_seconds=runtime.eager_step_seconds() if attached else None,
-            cache=dict(self.job_cache.outcome) if self.job_cache is not None else {"state": "disabled"},
-            shapes=self.buckets.summary(),
-            recompile_limit_hits=list(self.watch.recompile_limit_hits),
-            training_compiles=self.timer.compiles_in_steps,
-            inductor_cache=inductor_cache_counters(),
-            attention=runtime.attention,
-            batch_tuning=self._batch_tuning(),
-            xla=runtime.compile_stats(),
-        )
-        return build_report(config, facts)
-
-    def _plan_decision(self) -> dict[str, Any] | None:
-        runtime = self.runtime
-        if runtime.config is None:
-            return None
-        return {
-            "requested": runtime.config.resolved_plan,
-            "optimizer": runtime.optimizer_kind,
-            "decision": runtime.decision,
-            "shape_policy": runtime.shapes.describe() if runtime.shapes is not None else None,
-            "failures": list(runtime.failures),
-            "recompile_budgets": dict(runtime.recompile_budgets),
-            "optimizer_steps_skipped": runtime.optimizer_steps_skipped(),
-            **known_wrong.report_fields(runtime.attached_models(), runtime.config.resolved_plan, runtime.final_label()),
-        }
-
-    def _fallback_reason(self, plan: str | None, records: list) -> str | None:
-        reason = self.runtime.fallback_reason if plan == "eager" else None  # a failure stepped back to eager
-        if self.runtime.config is None or reason is not None or not plan or plan == "eager":
-            return reason
-        if any(record.variant == plan for record in records):
-            return None
-        return (
-            f"no training step ran compiled: the job's {len(records)} step(s) all ran before the switch "
-            f"to compiled (baseline_steps={self.config.baseline_steps})"
-        )
-
-    def _batch_tuning(self) -> dict[str, Any] | None:
-        if self.batch_tuning is not None:
-            return self.batch_tuning.to_dict()
-        if self.config.batch_size is None:
-            return None
-        note = (
-            "nothing in the script applied it: a Hugging Face Trainer applies it when it is built; a plain "
-            "PyTorch loop calls sagemaker_tc.tune_batch_size"
-        )
-        logger.warning("BATCH SIZE NOT TUNED: batch_size=%r was set, but %s", self.config.batch_size, note)
-        return {"requested": self.config.batch_size, "applied": False, "note": note}
+        """The report (``report.json``'s fields) as of now (:func:`~sagemaker_tc.compiler.facts.job_facts`;
+        dynamo's counts start at :meth:`open`); waits for steps still on the GPU."""
+        return build_report(self.config, job_facts(self))
 
     def _finish(self) -> dict[str, Any] | None:
         """Save the cache, write the report (and the debug files), print the metric lines."""
@@ -380,12 +384,6 @@ def _runtime_class(config: TrainingCompilerConfig) -> type[CompilerRuntime]:
 
         return XlaRuntime
     return CompilerRuntime
-
-
-def _world_size() -> int:
-    import torch.distributed as dist
-
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _torch_installed() -> bool:

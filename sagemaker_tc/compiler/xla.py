@@ -42,6 +42,7 @@ from sagemaker_tc import contract
 from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.dynamo import DynamoStats
 from sagemaker_tc.compiler.failures import error_summary
+from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached
 from sagemaker_tc.compiler.shape_policy import ShapePolicy
@@ -125,10 +126,6 @@ def _metric(name: str) -> tuple[int, float]:
     return (int(data[0]), float(data[1]) / 1e9) if data else (0, 0.0)
 
 
-def _world_size() -> int:
-    return int(os.environ.get(contract.ENV_WORLD_SIZE, "1") or 1)
-
-
 class XlaRuntime(CompilerRuntime):
     """The session's runtime for ``backend="xla"`` (module docstring): the model on the XLA device,
     one XLA graph per optimizer step. The plan machinery of :class:`CompilerRuntime` stays idle
@@ -151,10 +148,10 @@ class XlaRuntime(CompilerRuntime):
             CompilerError: torch_xla is missing, or the job runs more than one process.
         """
         torch_xla = import_torch_xla()
-        if _world_size() > 1:
+        if world_size() > 1:
             raise CompilerError(
                 f"TrainingCompilerConfig(backend='xla') runs one training process per job in this version; this job "
-                f"has WORLD_SIZE={_world_size()}. Use one process (processes_per_host=1, instance_count=1), or "
+                f"has WORLD_SIZE={world_size()}. Use one process (processes_per_host=1, instance_count=1), or "
                 "backend='inductor' for distributed training"
             )
         from sagemaker_tc import _internals

@@ -5,16 +5,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.compiler.plans import describe
 from sagemaker_tc.compiler.session import CompilerSession, current_session, session_for
 from sagemaker_tc.config import TrainingCompilerConfig, checked_config
 from sagemaker_tc.errors import ModelArgumentError
+from sagemaker_tc.integrations.core import prepare_model
 
 if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger(__name__)
-_WATCHER_KEY = "pytorch.step_watcher"
 
 
 def _batch_size(args: tuple, kwargs: dict) -> int:
@@ -44,37 +43,35 @@ class StepWatcher:
 
     @classmethod
     def of(cls, session: CompilerSession) -> StepWatcher:
-        """The session's watcher; the first call installs the global optimizer step hook."""
-        watcher = session.extensions.get(_WATCHER_KEY)
+        """The session's watcher (``session.step_watcher``); the first call installs the global
+        optimizer step hook."""
+        watcher = session.step_watcher
         if watcher is None:
             import torch
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
-            watcher = session.extensions[_WATCHER_KEY] = cls(session)
+            watcher = session.step_watcher = cls(session)
             hook = torch.compiler.disable(watcher.on_optimizer_step)
             session.add_cleanup(register_optimizer_step_post_hook(hook).remove)
-            session.add_cleanup(session.runtime.add_model_call_listener(watcher.on_forward))
+            session.add_model_call_listener(watcher.on_forward)
         return watcher
 
     def on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
         """Before a model call: the first training forward after an optimizer step begins a step."""
         if not module.training:
             return
-        timer = self.session.timer
-        if not timer.step_open:
+        if not self.session.step_open:
             self.samples = self.forwards = 0
-            timer.begin_step()
+            self.session.begin_step()
         self.samples += _batch_size(args, kwargs)
         self.forwards += 1
 
     def on_optimizer_step(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         """After ``optimizer.step()``: the step ends."""
         self.session.track_optimizer(optimizer)
-        if self.session.timer.step_open:
-            runtime = self.session.runtime
-            runtime.forwards_per_step = max(runtime.forwards_per_step, self.forwards)
-            runtime.finish_step()
-            self.session.timer.end_step(self.samples)
+        if self.session.step_open:
+            self.session.set_accumulation(max(self.session.accumulation, self.forwards))
+            self.session.end_step(self.samples)
 
 
 def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None = None) -> torch.nn.Module:
@@ -87,6 +84,9 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     uncompiled (still measured). The model object and its ``state_dict()`` keys are unchanged.
     With ``plan="auto"`` the job's length comes from ``config.expected_steps`` (else 1,000 steps
     are assumed). Call it on the bare model, before wrapping it in ``DistributedDataParallel``.
+    When the config compiles, a Hugging Face model's ``config.use_cache`` is switched off (no KV cache
+    in training forwards: it makes each compiled layer recompile) and set back to True when the
+    session closes, as the ``Trainer`` integration does (:mod:`sagemaker_tc.integrations.core`).
 
     The work is done by the process's compiler session: the job's, else one this call opens
     (:func:`sagemaker_tc.compiler.session.session_for`; ``current_session().close()`` ends it).
@@ -151,36 +151,10 @@ def check_model(model: Any) -> None:
 def _compile(
     session: CompilerSession, model: torch.nn.Module, config: TrainingCompilerConfig | None
 ) -> torch.nn.Module:
-    """:func:`compile_model`'s work in ``session`` (arguments checked)."""
+    """:func:`compile_model`'s work in ``session`` (arguments checked): the step watcher, then the
+    integrations' common setup (:func:`sagemaker_tc.integrations.core.prepare_model`)."""
     config = config or session.config
     session.integration = session.integration or "pytorch"
     StepWatcher.of(session)
-    session.runtime.set_job_length(config.expected_steps, "expected_steps")
-    if config.compiles:
-        if getattr(getattr(model, "config", None), "use_cache", None) is True and model.training:
-            logger.warning(
-                "compile_model: %s has config.use_cache=True; training forwards build a KV cache that makes each "
-                "compiled layer recompile. Set model.config.use_cache = False for training.",
-                type(model).__name__,
-            )
-    plan = session.attach(model, config)
-    if config.compiles and config.backend == "xla":
-        logger.info(
-            "Compiler for %s with xla on %s: one XLA graph per optimizer step; policy %s",
-            type(model).__name__,
-            session.runtime.device_name,
-            config.policy,
-        )
-    elif config.compiles:
-        logger.info(
-            "Compiler for %s with %s: %s; policy %s",
-            type(model).__name__,
-            config.backend,
-            describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
-            config.policy,
-        )
-    else:
-        logger.info(
-            "Compiler off for %s (enabled=%s, backend=%s)", type(model).__name__, config.enabled, config.backend
-        )
+    prepare_model(session, model, config, job_length=(config.expected_steps, "expected_steps"), measure_calls=True)
     return model

@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sagemaker_tc.compiler.plans import describe
 from sagemaker_tc.compiler.session import CompilerSession
+from sagemaker_tc.integrations.core import prepare_model, restore_kv_cache
 
 logger = logging.getLogger(__name__)
 
@@ -34,64 +34,25 @@ def prepare_training(
 ) -> None:
     """Compile ``model`` in place by the session's config, with the job's length and gradient
     accumulation from the Trainer (what ``on_train_begin`` does; separate so it can be called with a
-    Trainer's parts directly). Training batches are padded to buckets at the model's call, while a
-    compiled plan runs (:mod:`sagemaker_tc.compiler.shape_policy`); with ``backend="xla"`` in
-    ``train_dataloader``'s collate function instead, on the host (the dataloader moves each batch to
-    the XLA device before the model's call)."""
-    config = session.config
+    Trainer's parts directly), through the integrations' common setup
+    (:func:`sagemaker_tc.integrations.core.prepare_model`: ``use_cache`` off while training, one log
+    line). Training batches are padded to buckets at the model's call, while a compiled plan runs
+    (:mod:`sagemaker_tc.compiler.shape_policy`); with ``backend="xla"`` in ``train_dataloader``'s
+    collate function instead, on the host (the dataloader moves each batch to the XLA device before
+    the model's call)."""
     if optimizer is not None:
         session.track_optimizer(optimizer)
-    if not config.compiles:
-        return
-    if torch_compile:
+    if session.config.compiles and torch_compile:
         logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
         return
-    _training_without_kv_cache(model)
-    session.runtime.set_job_length(getattr(state, "max_steps", None), "Trainer max_steps")
-    session.runtime.forwards_per_step = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
-    plan = session.attach(model)
-    if config.backend == "xla":
-        padded = train_dataloader is not None and session.runtime.pad_batches_on_host(train_dataloader)
-        logger.info(
-            "Compiler for %s with xla on %s: one XLA graph per optimizer step, training batches padded to buckets "
-            "%s; policy %s",
-            type(model).__name__,
-            session.runtime.device_name,
-            "on the host, in the dataloader" if padded else "only by the script's collator (no DataLoader found)",
-            config.policy,
-        )
-        return
-    logger.info(
-        "Compiler for %s with %s: %s; policy %s",
-        type(model).__name__,
-        config.backend,
-        describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
-        config.policy,
+    prepare_model(
+        session,
+        model,
+        job_length=(getattr(state, "max_steps", None), "Trainer max_steps"),
+        accumulation=int(getattr(args, "gradient_accumulation_steps", 1) or 1),
+        moves_batches=True,
+        train_dataloader=train_dataloader,
     )
-
-
-_USE_CACHE_SAVED = "_sagemaker_tc_use_cache"
-
-
-def _training_without_kv_cache(model) -> None:
-    """Turn off ``config.use_cache`` while training (restored at train end).
-
-    Decoder models (GPT-2, T5, ...) build a KV cache in every training forward when ``use_cache``
-    is on, though training never reads it; each compiled block then guards on the cache's state
-    and recompiles once per layer until dynamo's recompile limit (measured: a 12-layer GPT-2 hit
-    ``recompile_limit`` (8) and ran its last blocks uncompiled; with ``use_cache=False``, 1 graph).
-    """
-    config = getattr(model, "config", None)
-    if getattr(config, "use_cache", None) is True:
-        config.use_cache = False
-        setattr(model, _USE_CACHE_SAVED, True)
-        logger.info("config.use_cache is off while training (a KV cache makes each compiled layer recompile)")
-
-
-def _restore_kv_cache(model) -> None:
-    if model is not None and getattr(model, _USE_CACHE_SAVED, False):
-        model.config.use_cache = True
-        delattr(model, _USE_CACHE_SAVED)
 
 
 def _unfused_optimizer_for_xla(args) -> None:
@@ -133,17 +94,16 @@ def make_callback(session: CompilerSession) -> Any:
                 prepare_training(session, model, optimizer, args, state, bool(args.torch_compile), train_dataloader)
 
         def on_step_begin(self, args, state, control, **kwargs):
-            session.timer.begin_step()
+            session.begin_step()
 
         def on_train_end(self, args, state, control, model=None, **kwargs):
-            _restore_kv_cache(model)
+            restore_kv_cache(model)
 
         def on_step_end(self, args, state, control, optimizer=None, **kwargs):
             if optimizer is not None:
                 session.track_optimizer(optimizer)
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
-            session.runtime.finish_step()
-            session.timer.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
+            session.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
 
     return CompilerReportCallback()
 

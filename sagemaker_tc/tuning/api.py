@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc.compiler.ranks import process_group_size, world_size
 from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig
 from sagemaker_tc.errors import BatchSizeSearchError, TuningError
 from sagemaker_tc.tuning.decision import TuningDecision, plan_tuning
@@ -50,21 +51,15 @@ def resolve_seq_len(config: TrainingCompilerConfig, model: Any, seq_len: int | N
     return longest
 
 
-def world_size() -> int:
-    """Data-parallel processes: torch.distributed's world size when initialized, else 1."""
-    import torch.distributed as dist
-
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
 def smallest_across_ranks(batch_size: int) -> int:
     """The smallest of every rank's ``batch_size`` (ranks may have found different ones, e.g. on
     devices with different free memory); ``batch_size`` itself without torch.distributed."""
     import torch.distributed as dist
 
-    if world_size() == 1:
+    ranks = process_group_size()
+    if ranks == 1:
         return batch_size
-    gathered: list[Any] = [None] * dist.get_world_size()
+    gathered: list[Any] = [None] * ranks
     dist.all_gather_object(gathered, batch_size)
     return min(int(value) for value in gathered)
 

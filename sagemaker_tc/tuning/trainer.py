@@ -173,7 +173,7 @@ def describe_at_train_begin(
     starting learning rate to the session's decision, check the Trainer really uses the new batch,
     and log them (no-op without a decision)."""
     decision = session.batch_tuning
-    if decision is None:
+    if not isinstance(decision, TuningDecision):  # None: nothing tuned
         return
     dataset = getattr(getattr(train_dataloader, "base_dataloader", train_dataloader), "dataset", None)
     try:
