@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from sagemaker_tc.bench import hardware
-from sagemaker_tc.bench.errors import BenchError
-from sagemaker_tc.bench.report import COLUMNS
-from sagemaker_tc.bench.runner import resolve_options
-from sagemaker_tc.bench.suite import SUITE
-from sagemaker_tc.bench.variants import VARIANTS
 from sagemaker_tc.cli import main
+from sagemaker_tc_bench import hardware
+from sagemaker_tc_bench.errors import BenchError
+from sagemaker_tc_bench.report import COLUMNS
+from sagemaker_tc_bench.runner import resolve_options
+from sagemaker_tc_bench.suite import SUITE
+from sagemaker_tc_bench.variants import VARIANTS
 
 PUBLISHED_PARAMETERS = {
     # Parameter counts of the Hub models with these heads (num_labels=2 for classifiers).
@@ -39,8 +39,8 @@ PUBLISHED_PARAMETERS = {
 def test_cli_and_bench_package_import_without_torch():
     """`import sagemaker_tc.cli` (with the bench subcommands) and the bench modules' import leave torch unloaded."""
     code = (
-        "import sys, sagemaker_tc.cli, sagemaker_tc.bench.runner, sagemaker_tc.bench.report, "
-        "sagemaker_tc.bench.verify, sagemaker_tc.bench.suite, sagemaker_tc.bench.worker; "
+        "import sys, sagemaker_tc.cli, sagemaker_tc_bench.runner, sagemaker_tc_bench.report, "
+        "sagemaker_tc_bench.verify, sagemaker_tc_bench.suite, sagemaker_tc_bench.worker; "
         "assert 'torch' not in sys.modules, 'torch imported'; assert 'transformers' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -50,7 +50,7 @@ def test_full_models_have_the_published_sizes():
     """Each full-size suite model has its Hub model's parameter count (built on the meta device: no memory)."""
     import torch
 
-    from sagemaker_tc.bench.suite import build_model
+    from sagemaker_tc_bench.suite import build_model
 
     assert set(SUITE) == set(PUBLISHED_PARAMETERS)
     for name, expected in PUBLISHED_PARAMETERS.items():
@@ -63,8 +63,8 @@ def test_tiny_models_train_on_real_sst2_batches():
     """Every tiny suite model takes its SST-2 batches (fixed shapes, ids inside its vocabulary) and gives a loss."""
     import torch
 
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.suite import build_model, make_batches
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.suite import build_model, make_batches
 
     data = tokenize_sst2(4, 16)
     assert data.input_ids[0][0] == 101 and len(data.input_ids[0]) == 16  # [CLS] first, padded to 16
@@ -82,9 +82,9 @@ def test_tiny_models_train_on_real_sst2_batches():
 def test_flops_count_parameters_applied_per_token():
     """6 x weight-elements x rows, from the forward pass: tiny BERT matches the formula; ALBERT's shared
     layer counts once per use."""
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.measure import training_flops_per_sample
-    from sagemaker_tc.bench.suite import build_model, make_batches
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.measure import training_flops_per_sample
+    from sagemaker_tc_bench.suite import build_model, make_batches
 
     seq_len, width, ffn, layers = 16, 64, 128, 2
     data = tokenize_sst2(1, seq_len)
@@ -215,7 +215,7 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
 
 def test_kept_cache_dir_is_reported_warm(tmp_path):
     """With --cache-dir, a (model, variant) whose cache folder already holds files runs as "warm"."""
-    from sagemaker_tc.bench.runner import run_bench
+    from sagemaker_tc_bench.runner import run_bench
 
     cache = tmp_path / "cache"
     (cache / "gpt2" / "eager").mkdir(parents=True)
@@ -245,7 +245,7 @@ def test_time_budget_skips_what_does_not_fit_and_still_writes_files(tmp_path, ca
 
 def test_cold_and_warm_passes_are_paired(tmp_path, capsys):
     """compare pairs a cold and a warm bench file by (model, variant) and writes JSON, Markdown and PNG."""
-    from sagemaker_tc.bench.compare import main as compare_main
+    from sagemaker_tc_bench.compare import main as compare_main
 
     def document(first_step_s, cache):
         rows = [
@@ -276,8 +276,8 @@ def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
     what ends it, however fast the machine."""
     from dataclasses import asdict
 
-    from sagemaker_tc.bench.processes import run_worker_process, variant_env
-    from sagemaker_tc.bench.worker import WorkerSpec
+    from sagemaker_tc_bench.processes import run_worker_process, variant_env
+    from sagemaker_tc_bench.worker import WorkerSpec
 
     fifo = tmp_path / "never-written.json"
     os.mkfifo(fifo)
@@ -285,7 +285,7 @@ def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
     options = resolve_options(models=["gpt2"], variants=["sagemaker-tc"], steps=3, seq_len=16, timeout_s=1.0)
     stem = tmp_path / "gpt2--sagemaker-tc"
 
-    result, _ = run_worker_process("sagemaker_tc.bench.worker", asdict(spec), stem, variant_env(options, tmp_path), 1.0)
+    result, _ = run_worker_process("sagemaker_tc_bench.worker", asdict(spec), stem, variant_env(options, tmp_path), 1.0)
 
     # What the process wrote before it was killed comes back with the row, as log_tail.
     assert result.pop("log_tail") is not None and result == {"status": "failed", "error": "timed out after 1 s"}
@@ -314,13 +314,13 @@ def test_a_bench_stopped_by_sigterm_takes_its_running_variant_with_it(tmp_path):
     code = (
         "from dataclasses import asdict\n"
         "from pathlib import Path\n"
-        "from sagemaker_tc.bench.processes import run_worker_process, variant_env\n"
-        "from sagemaker_tc.bench.runner import resolve_options\n"
-        "from sagemaker_tc.bench.worker import WorkerSpec\n"
+        "from sagemaker_tc_bench.processes import run_worker_process, variant_env\n"
+        "from sagemaker_tc_bench.runner import resolve_options\n"
+        "from sagemaker_tc_bench.worker import WorkerSpec\n"
         f"spec = WorkerSpec('gpt2', 'tiny', 'eager', 2, 16, 3, 'fp32', 'cpu', {str(fifo)!r})\n"
         "options = resolve_options(models=['gpt2'], variants=['eager'], steps=3, seq_len=16, device='cpu')\n"
         f"env = variant_env(options, Path({str(tmp_path)!r}))\n"
-        f"run_worker_process('sagemaker_tc.bench.worker', asdict(spec), Path({str(stem)!r}), env, 600.0)\n"
+        f"run_worker_process('sagemaker_tc_bench.worker', asdict(spec), Path({str(stem)!r}), env, 600.0)\n"
     )
     bench = subprocess.Popen([sys.executable, "-c", code])
     marker = f"{stem}.spec.json"
@@ -339,7 +339,7 @@ def test_a_bench_stopped_by_sigterm_takes_its_running_variant_with_it(tmp_path):
 def test_a_result_file_records_command_machine_versions_and_fields_in_order(tmp_path):
     """benchmarks/*.py write their results through write_result: the command, when, the machine
     with its versions and end load, then the script's own fields in the order given."""
-    from sagemaker_tc.bench.hardware import write_result
+    from sagemaker_tc_bench.hardware import write_result
 
     path = tmp_path / "results" / "x_cpu_202612.json"
     document = write_result(path, "benchmarks/x.py --out X", workload="w", rows=[{"variant": "eager"}])

@@ -1,6 +1,6 @@
 """Cold vs warm compile cache: set two bench result files side by side.
 
-``python -m sagemaker_tc.bench.compare COLD.json WARM.json --out DIR --name NAME`` writes
+``python -m sagemaker_tc_bench.compare COLD.json WARM.json --out DIR --name NAME`` writes
 ``NAME.json``, ``NAME.md`` and ``NAME.png`` (first-step time per model and variant, cold next to
 warm) and prints the Markdown table. COLD.json is a ``sagemaker-tc bench --cache-dir DIR`` run on an
 empty DIR; WARM.json the same command run again with the same DIR.
@@ -98,7 +98,7 @@ def plot(comparison: dict[str, Any], path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m sagemaker_tc.bench.compare", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sagemaker_tc_bench.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("cold", type=Path)
     parser.add_argument("warm", type=Path)
     parser.add_argument("--out", type=Path, required=True)

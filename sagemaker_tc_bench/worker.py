@@ -1,4 +1,4 @@
-"""One bench variant in its own process: ``python -m sagemaker_tc.bench.worker SPEC.json RESULT.json``.
+"""One bench variant in its own process: ``python -m sagemaker_tc_bench.worker SPEC.json RESULT.json``.
 
 A fresh process per variant keeps dynamo's state (compiled code, recompile counts) and the peak
 memory figure to that variant alone, and lets the parent point ``TORCHINDUCTOR_CACHE_DIR`` at a
@@ -33,14 +33,14 @@ class WorkerSpec:
     Attributes:
         model: suite model name.
         size: ``tiny`` or ``full``.
-        variant: one of :data:`sagemaker_tc.bench.variants.VARIANTS`.
+        variant: one of :data:`sagemaker_tc_bench.variants.VARIANTS`.
         batch_size: samples per step.
         seq_len: tokens per sample.
         steps: optimizer steps to time (the first one includes compilation).
         dtype: ``fp32``, or ``bf16`` (autocast mixed precision with fp32 weights, as
             ``Trainer(bf16=True)`` does through accelerate).
         device: ``cpu`` or ``cuda``.
-        data_path: JSON file of :class:`~sagemaker_tc.bench.data.TokenizedSST2`.
+        data_path: JSON file of :class:`~sagemaker_tc_bench.data.TokenizedSST2`.
         seed: torch seed before building the model (same weights in every variant).
         job_steps: the job length the ``sagemaker-tc`` variant's ``plan="auto"`` is told.
     """
@@ -80,9 +80,9 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     """
     import torch
 
-    from sagemaker_tc.bench import measure, variants
-    from sagemaker_tc.bench.data import TokenizedSST2
-    from sagemaker_tc.bench.suite import make_batches
+    from sagemaker_tc_bench import measure, variants
+    from sagemaker_tc_bench.data import TokenizedSST2
+    from sagemaker_tc_bench.suite import make_batches
 
     device = torch.device(spec.device)
     data = TokenizedSST2.from_dict(json.loads(Path(spec.data_path).read_text(encoding="utf-8")))

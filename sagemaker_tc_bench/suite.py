@@ -22,7 +22,7 @@ Two sizes:
   everything else stay as in ``full``.
 
 Inputs (:func:`make_batches`): real SST-2 sentences tokenized with MiniLM's BERT-uncased WordPiece
-tokenizer (:mod:`sagemaker_tc.bench.data`), padded/truncated to a fixed ``seq_len``, with the ids
+tokenizer (:mod:`sagemaker_tc_bench.data`), padded/truncated to a fixed ``seq_len``, with the ids
 mapped into each model's vocabulary by ``id % vocab_size`` (:func:`map_ids`). The models have
 random weights, so the mapping only has to keep shapes and padding real, not meaning.
 """
@@ -33,12 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from sagemaker_tc.bench.errors import BenchError
+from sagemaker_tc_bench.errors import BenchError
 
 if TYPE_CHECKING:
     import torch
 
-    from sagemaker_tc.bench.data import TokenizedSST2
+    from sagemaker_tc_bench.data import TokenizedSST2
 
 Size = Literal["tiny", "full"]
 Task = Literal["classification", "causal-lm", "seq2seq-lm"]

@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sagemaker_tc.bench import hardware
+from sagemaker_tc_bench import hardware
 
 WINDOWS = 5
 """Blocks the steady steps are cut into (fewer when there are fewer steady steps)."""

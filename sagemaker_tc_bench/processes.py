@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from sagemaker_tc import contract
 
 if TYPE_CHECKING:
-    from sagemaker_tc.bench.runner import BenchOptions
+    from sagemaker_tc_bench.runner import BenchOptions
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:
         logger.info("TRITON_CACHE_DIR is ignored by the bench: Triton's cache follows TORCHINDUCTOR_CACHE_DIR")
     env[contract.ENV_OMP_NUM_THREADS] = str(options.cpu_threads)
     # The bench's own package must import in the child even when run from a source checkout.
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return env
 

@@ -20,14 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc.bench import hardware
-from sagemaker_tc.bench.data import tokenize_sst2
-from sagemaker_tc.bench.processes import run_worker_process, variant_env
-from sagemaker_tc.bench.report import INCOMPLETE_NOTE, replace_file
-from sagemaker_tc.bench.runner import BenchOptions, resolve_options
-from sagemaker_tc.bench.tune_worker import MODES, TuneSpec
 from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import format_bytes
+from sagemaker_tc_bench import hardware
+from sagemaker_tc_bench.data import tokenize_sst2
+from sagemaker_tc_bench.processes import run_worker_process, variant_env
+from sagemaker_tc_bench.report import INCOMPLETE_NOTE, replace_file
+from sagemaker_tc_bench.runner import BenchOptions, resolve_options
+from sagemaker_tc_bench.tune_worker import MODES, TuneSpec
 
 logger = logging.getLogger(__name__)
 SCHEMA = "sagemaker-tc/tested-models/1"
@@ -126,7 +126,7 @@ def _cell(options: TableOptions, model: str, mode: str, workdir: Path, data_path
     cache_dir.mkdir(parents=True, exist_ok=True)
     logger.info("tune: %s / %s", model, mode)
     result, wall_s = run_worker_process(
-        "sagemaker_tc.bench.tune_worker",
+        "sagemaker_tc_bench.tune_worker",
         asdict(spec),
         workdir / f"{model}--{mode}",
         variant_env(bench, cache_dir),
