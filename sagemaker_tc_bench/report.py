@@ -64,6 +64,12 @@ def columns(document: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return COLUMNS
 
 
+def dash_or(value: Any, spec: str) -> str:
+    """``value`` formatted with ``spec`` (``format``'s mini-language), or ``-`` for None (a cell with
+    no measurement)."""
+    return "-" if value is None else format(value, spec)
+
+
 def _cell(key: str, row: dict[str, Any]) -> str:
     if row.get("status") != "ok" and key not in ("model", "variant"):
         return str(row.get("status", "failed")) if key == "samples_per_s" else "-"

@@ -25,7 +25,7 @@ from typing import Any
 from sagemaker_tc_bench import hardware, rows
 from sagemaker_tc_bench.data import tokenize_sst2
 from sagemaker_tc_bench.errors import BenchError
-from sagemaker_tc_bench.processes import run_worker_process, variant_env
+from sagemaker_tc_bench.processes import budget_timeout, run_cell
 from sagemaker_tc_bench.suite import SUITE, check_seq_len, check_size, get_spec
 from sagemaker_tc_bench.variants import BASELINE, DEFAULT_JOB_STEPS, PEER, VARIANTS, check_variant
 from sagemaker_tc_bench.worker import WorkerSpec
@@ -233,15 +233,9 @@ def run_variant_process(
     else:
         cache_dir = workdir / "inductor-cache" / stem
         cache_state = "cold"
-    cache_dir.mkdir(parents=True, exist_ok=True)
     logger.info("bench: %s / %s (%s compile cache %s)", model, variant, cache_state, cache_dir)
-    result, wall_s = run_worker_process(
-        "sagemaker_tc_bench.worker", asdict(spec), workdir / stem, variant_env(options, cache_dir), timeout_s
-    )
-    result.pop("spec", None)
-    result.update(model=model, variant=variant, cache=cache_state, process_wall_s=wall_s)
-    if result["status"] != "ok":
-        logger.warning("bench: %s / %s failed: %s", model, variant, result.get("error"))
+    result = run_cell("sagemaker_tc_bench.worker", spec, workdir / stem, options, cache_dir, timeout_s)
+    result.update(model=model, variant=variant, cache=cache_state)
     return result
 
 
@@ -265,9 +259,7 @@ def _run_one(
 ) -> dict:
     """One (model, variant): run it in its process, or record it skipped once its model's share of the
     time budget (ending at ``deadline``) is spent."""
-    timeout_s = options.timeout_s
-    if deadline is not None:
-        timeout_s = min(timeout_s, deadline - time.perf_counter())
+    timeout_s = budget_timeout(options.timeout_s, deadline)
     if timeout_s <= 0:
         error = f"this model's share of the time budget ({options.time_budget_s:.0f} s in all) spent before it"
         logger.warning("bench: %s / %s skipped: %s", model, variant, error)

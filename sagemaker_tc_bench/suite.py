@@ -52,6 +52,17 @@ _BERT_LIKE_TINY = {
     "intermediate_size": 128,
     "vocab_size": TINY_VOCAB,
 }
+# roberta-base's and xlm-roberta-base's config.json: where they differ from RobertaConfig's defaults
+# (which are BERT's), all but the vocabulary.
+_ROBERTA_LIKE_FULL = {
+    "num_labels": 2,
+    "max_position_embeddings": 514,
+    "type_vocab_size": 1,
+    "layer_norm_eps": 1e-5,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -99,17 +110,7 @@ SUITE: dict[str, ModelSpec] = {
             config_class="RobertaConfig",
             model_class="RobertaForSequenceClassification",
             task="classification",
-            # RobertaConfig's defaults are BERT's; roberta-base's config.json differs in these.
-            full={
-                "num_labels": 2,
-                "vocab_size": 50265,
-                "max_position_embeddings": 514,
-                "type_vocab_size": 1,
-                "layer_norm_eps": 1e-5,
-                "pad_token_id": 1,
-                "bos_token_id": 0,
-                "eos_token_id": 2,
-            },
+            full={**_ROBERTA_LIKE_FULL, "vocab_size": 50265},
             tiny=_BERT_LIKE_TINY,
             dropout_fields=("hidden_dropout_prob", "attention_probs_dropout_prob"),
             # 514 positions: RoBERTa offsets positions by padding_idx + 1 = 2.
@@ -179,16 +180,7 @@ SUITE: dict[str, ModelSpec] = {
             config_class="XLMRobertaConfig",
             model_class="XLMRobertaForSequenceClassification",
             task="classification",
-            full={
-                "num_labels": 2,
-                "vocab_size": 250002,
-                "max_position_embeddings": 514,
-                "type_vocab_size": 1,
-                "layer_norm_eps": 1e-5,
-                "pad_token_id": 1,
-                "bos_token_id": 0,
-                "eos_token_id": 2,
-            },
+            full={**_ROBERTA_LIKE_FULL, "vocab_size": 250002},
             tiny=_BERT_LIKE_TINY,
             dropout_fields=("hidden_dropout_prob", "attention_probs_dropout_prob"),
             max_positions=512,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import statistics
 import sys
 import traceback
 from dataclasses import asdict, dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats
-from sagemaker_tc.compiler.steps import StepRecord, StepTimer
+from sagemaker_tc.compiler.steps import StepRecord, StepTimer, steady_median, steady_steps
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +68,8 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
 
     Returns:
         A JSON-ready dict: ``step_seconds`` (every step, seconds), ``compiled_during`` (whether torch
-        compiled during each step), ``first_step_s``, ``step_ms`` (median of the steady steps: every
-        step after the first during which nothing compiled; None if there is none),
+        compiled during each step), ``first_step_s``, ``step_ms`` (median of the steady steps, the
+        runtime's rule: :func:`sagemaker_tc.compiler.steps.steady_steps`; None if there is none),
         ``samples_per_s`` (``batch_size`` / median steady step), ``tokens_per_s``,
         ``peak_memory_bytes`` and ``peak_memory_kind``, dynamo's ``graphs``, ``frames_compiled``,
         ``recompiles``, ``graph_breaks``, ``dynamo_compile_s``, ``flops_per_sample``, ``losses`` (first
@@ -101,8 +100,8 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     compiled_during = [record.compiled_during for record in records]
     for index, seconds in enumerate(step_seconds):
         logger.info("%s %s step %d: %.4f s", spec.model, spec.variant, index, seconds)
-    steady = [s for i, s in enumerate(step_seconds) if i > 0 and not compiled_during[i]]
-    step_s = statistics.median(steady) if steady else None
+    steady = steady_steps(records)
+    step_s = steady_median(records)
     memory_bytes, memory_kind = measure.peak_memory(device)
     counts = dynamo_stats()
     loss_values = [float(value) for value in losses]
