@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -37,13 +38,30 @@ PUBLISHED_PARAMETERS = {
 
 
 def test_cli_and_bench_package_import_without_torch():
-    """`import sagemaker_tc.cli` (with the bench subcommands) and the bench modules' import leave torch unloaded."""
+    """`import sagemaker_tc.cli` and the bench modules' import leave torch unloaded."""
     code = (
-        "import sys, sagemaker_tc.cli, sagemaker_tc_bench.runner, sagemaker_tc_bench.report, "
-        "sagemaker_tc_bench.verify, sagemaker_tc_bench.suite, sagemaker_tc_bench.worker; "
+        "import sys, sagemaker_tc.cli, sagemaker_tc_bench.commands, sagemaker_tc_bench.runner, "
+        "sagemaker_tc_bench.report, sagemaker_tc_bench.verify, sagemaker_tc_bench.suite, sagemaker_tc_bench.worker; "
         "assert 'torch' not in sys.modules, 'torch imported'; assert 'transformers' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_command_imports_the_bench_package_only_for_its_subcommands(monkeypatch, tmp_path, capsys):
+    """Without the sagemaker_tc_bench package, ``report`` still works, ``--help`` lists bench, verify
+    and tune, and each of those three fails with one named line (exit 1)."""
+    monkeypatch.setitem(sys.modules, "sagemaker_tc_bench", None)  # what Python does for a missing package
+    (tmp_path / "report.json").write_text(json.dumps({"compiled": False, "steps": 0}))
+    assert main(["report", str(tmp_path / "report.json")]) == 0
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "{launch,report,bench,verify,tune}" in capsys.readouterr().out
+    for command in ("bench", "verify", "tune"):
+        assert main([command, "--models", "gpt2"]) == 1
+        assert capsys.readouterr().err == (
+            f"sagemaker-tc {command}: BenchNotInstalledError: the bench, verify and tune commands live in the "
+            'sagemaker_tc_bench package, which is not installed: pip install "sagemaker-tc[bench]"\n'
+        )
 
 
 def test_full_models_have_the_published_sizes():
@@ -189,7 +207,9 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
         for key, _ in COLUMNS:
             assert key in row, key
         assert row["samples_per_s"] > 0 and row["step_ms"] > 0 and row["first_step_s"] > 0
-        assert isinstance(row["recompiles"], int) and row["recompiles"] >= 0
+        # The first step is its own figure; the steady steps follow the runtime's rule (after the first, no compile).
+        assert row["first_step_s"] == row["step_seconds"][0]
+        assert row["steady_steps"] == sum(not compiled for compiled in row["compiled_during"][1:])
         assert row["peak_memory_kind"] == "cpu_peak_rss" and row["peak_memory_bytes"] > 0
         assert row["mfu"] is None  # no peak FLOP/s on a CPU
         assert row["flops_per_sample"] > 0 and row["losses_finite"]
@@ -198,6 +218,7 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
     by_variant = {row["variant"]: row for row in rows}
     assert by_variant["eager"]["speedup_vs_eager"] == 1.0
     assert by_variant["eager"]["graphs"] == 0 and by_variant["eager-tuned"]["graphs"] == 0
+    assert by_variant["eager"]["recompiles"] == 0 and by_variant["eager"]["steady_steps"] == 3
     assert by_variant["eager-tuned"]["details"]["optimizer"] == "AdamW (fused)"
     assert by_variant["sagemaker-tc-regional"]["details"]["compiled_regions"] == 2  # tiny DistilBERT's 2 blocks
     assert by_variant["sagemaker-tc-regional"]["graphs"] >= 1 and by_variant["hf-torch-compile"]["graphs"] >= 1
@@ -348,5 +369,8 @@ def test_a_result_file_records_command_machine_versions_and_fields_in_order(tmp_
     assert written == document
     assert list(written) == ["command", "created", "machine", "workload", "rows"]
     assert written["command"] == "benchmarks/x.py --out X" and written["rows"] == [{"variant": "eager"}]
-    assert written["machine"]["versions"]["torch"] and written["machine"]["load_avg_1m_end"] >= 0
+    # The machine is environment()'s, the end load last; created is UTC in ISO 8601 to the second.
+    assert written["machine"] == {**hardware.environment(), "load_avg_1m_end": written["machine"]["load_avg_1m_end"]}
+    assert list(written["machine"])[-1] == "load_avg_1m_end" and written["machine"]["versions"]["torch"]
+    assert datetime.strptime(written["created"], "%Y-%m-%dT%H:%M:%SZ").year >= 2026
     assert write_result(None, "c")["command"] == "c"  # print-only runs get the same document
