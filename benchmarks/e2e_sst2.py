@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sagemaker_tc.bench.hardware import write_result
+from sagemaker_tc_bench.hardware import write_result
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "sst2"

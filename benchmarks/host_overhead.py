@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sagemaker_tc.bench.hardware import write_result
+from sagemaker_tc_bench.hardware import write_result
 
 VARIANTS = ("eager", "regional", "model", "step", "torch.compile")
 SYNCING = {"item", "cpu", "tolist", "numpy", "__bool__", "__int__", "__float__", "nonzero"}

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from sagemaker_tc.bench.hardware import write_result
+from sagemaker_tc_bench.hardware import write_result
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("eager", "regional", "model", "model-static", "model-dynamic")

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_step_times import batches, run_child  # noqa: E402  (the demo's SST-2 batches, one process per variant)
 
-from sagemaker_tc.bench.hardware import write_result  # noqa: E402
+from sagemaker_tc_bench.hardware import write_result  # noqa: E402
 
 VARIANTS = ("eager", "xla", "openxla")
 BUCKETS = [16, 32, 48, 64]

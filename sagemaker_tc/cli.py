@@ -5,10 +5,13 @@
 - ``sagemaker-tc report PATH``: print a job's compiler report (``report.json``, a job's
   ``output.tar.gz``, or a folder that holds either).
 - ``sagemaker-tc bench``: eager, eager-tuned, sagemaker-tc and HF ``torch_compile`` training of the
-  model suite side by side (:mod:`sagemaker_tc.bench`).
+  model suite side by side.
 - ``sagemaker-tc verify``: check that compiled training gives eager's per-step losses.
 - ``sagemaker-tc tune``: the largest batch that trains, eager vs compiled, and samples/s at each
-  (the tested-models table, :mod:`sagemaker_tc.bench.tune_table`).
+  (the tested-models table).
+
+The last three are workstation tools in their own package, :mod:`sagemaker_tc_bench`, imported only
+when one of them runs (a job never ships or imports it).
 """
 
 from __future__ import annotations
@@ -20,10 +23,8 @@ import tarfile
 import zlib
 from pathlib import Path
 
-from sagemaker_tc.bench import commands as bench_commands
-from sagemaker_tc.bench import tune_commands
 from sagemaker_tc.contract import COMPILER_OUTPUT_DIRNAME, REPORT_FILENAME
-from sagemaker_tc.errors import ReportNotFoundError, SagemakerTCError
+from sagemaker_tc.errors import BenchNotInstalledError, ReportNotFoundError, SagemakerTCError
 
 # Where a report can be, relative to a folder the user names: the report's own folder, a job's
 # output/data folder, a local_process job's artifacts folder, the job folder itself.
@@ -37,6 +38,14 @@ _MEMBER = f"{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}"
 _GZIP_MAGIC = b"\x1f\x8b"  # output.tar.gz: opened as an archive even when cut short
 # Exit code of ``sagemaker-tc report`` when PATH holds no report (2, as for a bad command line).
 REPORT_NOT_FOUND_EXIT = 2
+BENCH_PACKAGE = "sagemaker_tc_bench"
+# The subcommands of the bench package, with their one-line help (``sagemaker-tc --help`` lists them
+# without importing it).
+BENCH_COMMANDS = {
+    "bench": "eager vs eager-tuned vs sagemaker-tc vs HF torch_compile, side by side",
+    "verify": "check that compiled training matches eager (per-step losses, fp32, dropout off)",
+    "tune": "largest batch that trains, eager vs compiled, and samples/s at each (the tested-models table)",
+}
 
 
 def read_report(path: Path) -> dict:
@@ -108,9 +117,40 @@ def _is_report(data: object) -> bool:
     return isinstance(data.get("compiled"), bool) and isinstance(steps, int) and not isinstance(steps, bool)
 
 
+def bench_commands():
+    """The bench package's commands module (``sagemaker_tc_bench.commands``), imported on first use.
+
+    Raises:
+        BenchNotInstalledError: the ``sagemaker_tc_bench`` package is not installed next to ``sagemaker_tc``.
+    """
+    try:
+        from sagemaker_tc_bench import commands
+    except ModuleNotFoundError as error:
+        if error.name != BENCH_PACKAGE:
+            raise
+        raise BenchNotInstalledError(
+            f"the bench, verify and tune commands live in the {BENCH_PACKAGE} package, which is not installed: "
+            'pip install "sagemaker-tc[bench]"'
+        ) from None
+    return commands
+
+
+def _error_exit(command: str, error: SagemakerTCError) -> int:
+    """Print ``error`` as one line on stderr; the exit code (2 for ``ReportNotFoundError``, else 1)."""
+    print(f"sagemaker-tc {command}: {type(error).__name__}: {error}", file=sys.stderr)
+    return REPORT_NOT_FOUND_EXIT if isinstance(error, ReportNotFoundError) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns the exit code: 1 with a one-line message for sagemaker-tc's own errors,
-    2 when ``report`` finds no report at PATH (``ReportNotFoundError``)."""
+    """Run the command; returns the exit code: 1 with a one-line message for sagemaker-tc's own errors
+    (``BenchNotInstalledError`` for ``bench``, ``verify`` or ``tune`` without the bench package), 2 when
+    ``report`` finds no report at PATH (``ReportNotFoundError``)."""
+    words = sys.argv[1:] if argv is None else argv
+    chosen = words[0] if words and words[0] in BENCH_COMMANDS else None
+    try:
+        bench = bench_commands() if chosen else None
+    except BenchNotInstalledError as error:
+        return _error_exit(chosen, error)
     parser = argparse.ArgumentParser(prog="sagemaker-tc", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     launch = commands.add_parser("launch", help="run a training script under the compiler launcher")
@@ -119,16 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     script_args.required = False  # argparse counts a REMAINDER positional as required when naming what is missing
     report = commands.add_parser("report", help="print a job's compiler report as JSON")
     report.add_argument("path", type=Path)
-    bench_commands.add_parsers(commands)
-    tune_commands.add_parser(commands)
+    for name, summary in BENCH_COMMANDS.items():
+        subparser = commands.add_parser(name, help=summary)
+        if name == chosen:  # only the command that runs gets its arguments from the bench package
+            bench.add_arguments(name, subparser)
     options = parser.parse_args(argv)
     try:
-        if options.command == "bench":
-            return bench_commands.run_bench_command(options, argv)
-        if options.command == "verify":
-            return bench_commands.run_verify_command(options)
-        if options.command == "tune":
-            return tune_commands.run_tune_command(options, argv)
+        if options.command in BENCH_COMMANDS:
+            return bench.run(options.command, options, argv)
         if options.command == "launch":
             from sagemaker_tc.container.launcher import run
 
@@ -136,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         data = read_report(options.path)
     except SagemakerTCError as error:
-        print(f"sagemaker-tc {options.command}: {type(error).__name__}: {error}", file=sys.stderr)
-        return REPORT_NOT_FOUND_EXIT if isinstance(error, ReportNotFoundError) else 1
+        return _error_exit(options.command, error)
     print(json.dumps(data, indent=2))
     return 0
 

@@ -82,6 +82,11 @@ class ReportNotFoundError(SagemakerTCError, FileNotFoundError):
     damaged or truncated file, a ``model.tar.gz``, a JSON file that is not a report)."""
 
 
+class BenchNotInstalledError(SagemakerTCError, ImportError):
+    """``sagemaker-tc bench``, ``verify`` or ``tune`` ran where the ``sagemaker_tc_bench`` package (the
+    workstation's benchmark commands, installed with ``sagemaker-tc[bench]``) is not installed."""
+
+
 class TrainingJobFailedError(SagemakerTCError, RuntimeError):
     """The training job ended in ``Failed``.
 
@@ -177,36 +182,3 @@ class BatchSizeSearchError(SagemakerTCError, RuntimeError):
     def __init__(self, message: str, trials: list | None = None) -> None:
         self.trials = list(trials or [])
         super().__init__(message)
-
-
-# -- sagemaker-tc bench / verify (re-exported by sagemaker_tc.bench.errors) ------------------------------
-class BenchError(SagemakerTCError, ValueError):
-    """A bench or verify argument is not accepted (unknown model or variant, bad size, dtype or device,
-    out-of-range number). The message names the argument and what is accepted."""
-
-
-class ScriptLoadError(BenchError):
-    """``--script PATH:FUNCTION`` cannot be loaded, or the function returns something verify cannot
-    train (see :func:`sagemaker_tc.bench.verify_script.load_script` for the accepted shapes)."""
-
-
-class ModelNotDeterministicError(BenchError):
-    """Two eager forward passes of the same batch give different losses (dropout or other randomness
-    that verify cannot turn off), so compiled and eager cannot be compared step by step."""
-
-
-class NumericalMismatchError(SagemakerTCError, RuntimeError):
-    """Compiled and eager training of the same model disagree: some step's loss differs by more than
-    the relative tolerance.
-
-    Attributes:
-        result: the :class:`~sagemaker_tc.bench.verify.VerifyResult` with both loss curves.
-    """
-
-    def __init__(self, message: str, result: object) -> None:
-        super().__init__(message)
-        self.result = result
-
-
-class VariantFailedError(SagemakerTCError, RuntimeError):
-    """A bench variant's subprocess failed (exception, crash or timeout); its row records the reason."""

@@ -27,7 +27,7 @@ from sagemaker_tc import (
     UnsupportedInstanceTypeError,
     contract,
 )
-from sagemaker_tc.errors import BenchError, CollatorArgumentError, ReservedEnvironmentWarning
+from sagemaker_tc.errors import CollatorArgumentError, ReservedEnvironmentWarning
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CLOUD = {"instance_type": "ml.g5.xlarge", "role": ROLE, "image_uri": "img", "output_path": "s3://tc-bucket/jobs"}
@@ -195,7 +195,8 @@ def test_launch_without_a_script_names_only_the_script(capsys):
 
 
 def test_bench_out_that_cannot_be_written_is_refused_before_any_benchmark(tmp_path):
-    from sagemaker_tc.bench.commands import check_out_folder
+    from sagemaker_tc_bench.commands import check_out_folder
+    from sagemaker_tc_bench.errors import BenchError
 
     with pytest.raises(BenchError, match="--out '/proc/x' cannot be written"):
         check_out_folder(Path("/proc/x"))

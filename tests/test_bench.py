@@ -12,17 +12,18 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from sagemaker_tc.bench import hardware
-from sagemaker_tc.bench.errors import BenchError
-from sagemaker_tc.bench.report import COLUMNS
-from sagemaker_tc.bench.runner import resolve_options
-from sagemaker_tc.bench.suite import SUITE
-from sagemaker_tc.bench.variants import VARIANTS
 from sagemaker_tc.cli import main
+from sagemaker_tc_bench import hardware
+from sagemaker_tc_bench.errors import BenchError
+from sagemaker_tc_bench.report import COLUMNS
+from sagemaker_tc_bench.runner import resolve_options
+from sagemaker_tc_bench.suite import SUITE
+from sagemaker_tc_bench.variants import VARIANTS
 
 PUBLISHED_PARAMETERS = {
     # Parameter counts of the Hub models with these heads (num_labels=2 for classifiers).
@@ -37,20 +38,37 @@ PUBLISHED_PARAMETERS = {
 
 
 def test_cli_and_bench_package_import_without_torch():
-    """`import sagemaker_tc.cli` (with the bench subcommands) and the bench modules' import leave torch unloaded."""
+    """`import sagemaker_tc.cli` and the bench modules' import leave torch unloaded."""
     code = (
-        "import sys, sagemaker_tc.cli, sagemaker_tc.bench.runner, sagemaker_tc.bench.report, "
-        "sagemaker_tc.bench.verify, sagemaker_tc.bench.suite, sagemaker_tc.bench.worker; "
+        "import sys, sagemaker_tc.cli, sagemaker_tc_bench.commands, sagemaker_tc_bench.runner, "
+        "sagemaker_tc_bench.report, sagemaker_tc_bench.verify, sagemaker_tc_bench.suite, sagemaker_tc_bench.worker; "
         "assert 'torch' not in sys.modules, 'torch imported'; assert 'transformers' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_command_imports_the_bench_package_only_for_its_subcommands(monkeypatch, tmp_path, capsys):
+    """Without the sagemaker_tc_bench package, ``report`` still works, ``--help`` lists bench, verify
+    and tune, and each of those three fails with one named line (exit 1)."""
+    monkeypatch.setitem(sys.modules, "sagemaker_tc_bench", None)  # what Python does for a missing package
+    (tmp_path / "report.json").write_text(json.dumps({"compiled": False, "steps": 0}))
+    assert main(["report", str(tmp_path / "report.json")]) == 0
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "{launch,report,bench,verify,tune}" in capsys.readouterr().out
+    for command in ("bench", "verify", "tune"):
+        assert main([command, "--models", "gpt2"]) == 1
+        assert capsys.readouterr().err == (
+            f"sagemaker-tc {command}: BenchNotInstalledError: the bench, verify and tune commands live in the "
+            'sagemaker_tc_bench package, which is not installed: pip install "sagemaker-tc[bench]"\n'
+        )
 
 
 def test_full_models_have_the_published_sizes():
     """Each full-size suite model has its Hub model's parameter count (built on the meta device: no memory)."""
     import torch
 
-    from sagemaker_tc.bench.suite import build_model
+    from sagemaker_tc_bench.suite import build_model
 
     assert set(SUITE) == set(PUBLISHED_PARAMETERS)
     for name, expected in PUBLISHED_PARAMETERS.items():
@@ -63,8 +81,8 @@ def test_tiny_models_train_on_real_sst2_batches():
     """Every tiny suite model takes its SST-2 batches (fixed shapes, ids inside its vocabulary) and gives a loss."""
     import torch
 
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.suite import build_model, make_batches
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.suite import build_model, make_batches
 
     data = tokenize_sst2(4, 16)
     assert data.input_ids[0][0] == 101 and len(data.input_ids[0]) == 16  # [CLS] first, padded to 16
@@ -82,9 +100,9 @@ def test_tiny_models_train_on_real_sst2_batches():
 def test_flops_count_parameters_applied_per_token():
     """6 x weight-elements x rows, from the forward pass: tiny BERT matches the formula; ALBERT's shared
     layer counts once per use."""
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.measure import training_flops_per_sample
-    from sagemaker_tc.bench.suite import build_model, make_batches
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.measure import training_flops_per_sample
+    from sagemaker_tc_bench.suite import build_model, make_batches
 
     seq_len, width, ffn, layers = 16, 64, 128, 2
     data = tokenize_sst2(1, seq_len)
@@ -189,7 +207,9 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
         for key, _ in COLUMNS:
             assert key in row, key
         assert row["samples_per_s"] > 0 and row["step_ms"] > 0 and row["first_step_s"] > 0
-        assert isinstance(row["recompiles"], int) and row["recompiles"] >= 0
+        # The first step is its own figure; the steady steps follow the runtime's rule (after the first, no compile).
+        assert row["first_step_s"] == row["step_seconds"][0]
+        assert row["steady_steps"] == sum(not compiled for compiled in row["compiled_during"][1:])
         assert row["peak_memory_kind"] == "cpu_peak_rss" and row["peak_memory_bytes"] > 0
         assert row["mfu"] is None  # no peak FLOP/s on a CPU
         assert row["flops_per_sample"] > 0 and row["losses_finite"]
@@ -198,6 +218,7 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
     by_variant = {row["variant"]: row for row in rows}
     assert by_variant["eager"]["speedup_vs_eager"] == 1.0
     assert by_variant["eager"]["graphs"] == 0 and by_variant["eager-tuned"]["graphs"] == 0
+    assert by_variant["eager"]["recompiles"] == 0 and by_variant["eager"]["steady_steps"] == 3
     assert by_variant["eager-tuned"]["details"]["optimizer"] == "AdamW (fused)"
     assert by_variant["sagemaker-tc-regional"]["details"]["compiled_regions"] == 2  # tiny DistilBERT's 2 blocks
     assert by_variant["sagemaker-tc-regional"]["graphs"] >= 1 and by_variant["hf-torch-compile"]["graphs"] >= 1
@@ -215,7 +236,7 @@ def test_bench_writes_table_json_markdown_png(tmp_path, capsys):
 
 def test_kept_cache_dir_is_reported_warm(tmp_path):
     """With --cache-dir, a (model, variant) whose cache folder already holds files runs as "warm"."""
-    from sagemaker_tc.bench.runner import run_bench
+    from sagemaker_tc_bench.runner import run_bench
 
     cache = tmp_path / "cache"
     (cache / "gpt2" / "eager").mkdir(parents=True)
@@ -245,7 +266,7 @@ def test_time_budget_skips_what_does_not_fit_and_still_writes_files(tmp_path, ca
 
 def test_cold_and_warm_passes_are_paired(tmp_path, capsys):
     """compare pairs a cold and a warm bench file by (model, variant) and writes JSON, Markdown and PNG."""
-    from sagemaker_tc.bench.compare import main as compare_main
+    from sagemaker_tc_bench.compare import main as compare_main
 
     def document(first_step_s, cache):
         rows = [
@@ -276,8 +297,8 @@ def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
     what ends it, however fast the machine."""
     from dataclasses import asdict
 
-    from sagemaker_tc.bench.processes import run_worker_process, variant_env
-    from sagemaker_tc.bench.worker import WorkerSpec
+    from sagemaker_tc_bench.processes import run_worker_process, variant_env
+    from sagemaker_tc_bench.worker import WorkerSpec
 
     fifo = tmp_path / "never-written.json"
     os.mkfifo(fifo)
@@ -285,7 +306,7 @@ def test_a_variant_past_its_timeout_is_a_failed_row(tmp_path):
     options = resolve_options(models=["gpt2"], variants=["sagemaker-tc"], steps=3, seq_len=16, timeout_s=1.0)
     stem = tmp_path / "gpt2--sagemaker-tc"
 
-    result, _ = run_worker_process("sagemaker_tc.bench.worker", asdict(spec), stem, variant_env(options, tmp_path), 1.0)
+    result, _ = run_worker_process("sagemaker_tc_bench.worker", asdict(spec), stem, variant_env(options, tmp_path), 1.0)
 
     # What the process wrote before it was killed comes back with the row, as log_tail.
     assert result.pop("log_tail") is not None and result == {"status": "failed", "error": "timed out after 1 s"}
@@ -314,13 +335,13 @@ def test_a_bench_stopped_by_sigterm_takes_its_running_variant_with_it(tmp_path):
     code = (
         "from dataclasses import asdict\n"
         "from pathlib import Path\n"
-        "from sagemaker_tc.bench.processes import run_worker_process, variant_env\n"
-        "from sagemaker_tc.bench.runner import resolve_options\n"
-        "from sagemaker_tc.bench.worker import WorkerSpec\n"
+        "from sagemaker_tc_bench.processes import run_worker_process, variant_env\n"
+        "from sagemaker_tc_bench.runner import resolve_options\n"
+        "from sagemaker_tc_bench.worker import WorkerSpec\n"
         f"spec = WorkerSpec('gpt2', 'tiny', 'eager', 2, 16, 3, 'fp32', 'cpu', {str(fifo)!r})\n"
         "options = resolve_options(models=['gpt2'], variants=['eager'], steps=3, seq_len=16, device='cpu')\n"
         f"env = variant_env(options, Path({str(tmp_path)!r}))\n"
-        f"run_worker_process('sagemaker_tc.bench.worker', asdict(spec), Path({str(stem)!r}), env, 600.0)\n"
+        f"run_worker_process('sagemaker_tc_bench.worker', asdict(spec), Path({str(stem)!r}), env, 600.0)\n"
     )
     bench = subprocess.Popen([sys.executable, "-c", code])
     marker = f"{stem}.spec.json"
@@ -339,7 +360,7 @@ def test_a_bench_stopped_by_sigterm_takes_its_running_variant_with_it(tmp_path):
 def test_a_result_file_records_command_machine_versions_and_fields_in_order(tmp_path):
     """benchmarks/*.py write their results through write_result: the command, when, the machine
     with its versions and end load, then the script's own fields in the order given."""
-    from sagemaker_tc.bench.hardware import write_result
+    from sagemaker_tc_bench.hardware import write_result
 
     path = tmp_path / "results" / "x_cpu_202612.json"
     document = write_result(path, "benchmarks/x.py --out X", workload="w", rows=[{"variant": "eager"}])
@@ -348,5 +369,8 @@ def test_a_result_file_records_command_machine_versions_and_fields_in_order(tmp_
     assert written == document
     assert list(written) == ["command", "created", "machine", "workload", "rows"]
     assert written["command"] == "benchmarks/x.py --out X" and written["rows"] == [{"variant": "eager"}]
-    assert written["machine"]["versions"]["torch"] and written["machine"]["load_avg_1m_end"] >= 0
+    # The machine is environment()'s, the end load last; created is UTC in ISO 8601 to the second.
+    assert written["machine"] == {**hardware.environment(), "load_avg_1m_end": written["machine"]["load_avg_1m_end"]}
+    assert list(written["machine"])[-1] == "load_avg_1m_end" and written["machine"]["versions"]["torch"]
+    assert datetime.strptime(written["created"], "%Y-%m-%dT%H:%M:%SZ").year >= 2026
     assert write_result(None, "c")["command"] == "c"  # print-only runs get the same document

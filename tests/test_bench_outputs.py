@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from sagemaker_tc import contract
-from sagemaker_tc.bench import rows
-from sagemaker_tc.bench.report import markdown
-from sagemaker_tc.bench.runner import resolve_options, run_bench
 from sagemaker_tc.cli import main
+from sagemaker_tc_bench import rows
+from sagemaker_tc_bench.report import markdown
+from sagemaker_tc_bench.runner import resolve_options, run_bench
 
 
 class FakeTimer:
@@ -113,7 +113,7 @@ def test_a_missing_optional_package_is_named_before_any_work(tmp_path, hidden, c
 
 
 def test_every_finished_row_is_written_as_it_completes(tmp_path):
-    from sagemaker_tc.bench.report import write_document
+    from sagemaker_tc_bench.report import write_document
 
     options = resolve_options(models=["gpt2"], variants=["eager", "eager-tuned"], steps=3, seq_len=16, batch_size=2)
     seen = []
@@ -146,7 +146,7 @@ def test_a_failing_plot_comes_last_and_loses_nothing(tmp_path, capsys):
 
 
 def test_tune_writes_every_finished_cell_as_it_completes(tmp_path):
-    from sagemaker_tc.bench.tune_table import resolve_table_options, run_table, write_outputs
+    from sagemaker_tc_bench.tune_table import resolve_table_options, run_table, write_outputs
 
     options = resolve_table_options(
         models=["gpt2"], modes=["eager"], seq_len=16, steps=3, budget_gib=0.01, max_batch=16, device="cpu"
@@ -178,7 +178,7 @@ def _document(results: list[dict], variants: list[str]) -> dict:
 def test_ours_vs_peer_is_our_samples_per_s_over_the_peers_per_model():
     """The 'ours vs peer' column: sagemaker-tc's samples/s / hf-torch-compile's, on our rows only; a
     noisy pair shows 'noisy' in the table and keeps its figure in the JSON."""
-    from sagemaker_tc.bench.runner import _model_rows
+    from sagemaker_tc_bench.runner import _model_rows
 
     def timed(step_s: float, variant: str, bursty: bool = False) -> dict:
         steps = [0.5] + ([step_s] * 4 + [3 * step_s] * 4) * 2 + [step_s] * 4 if bursty else [0.5] + [step_s] * 20
@@ -212,7 +212,7 @@ def test_ours_vs_peer_is_our_samples_per_s_over_the_peers_per_model():
 def test_a_failed_rows_traceback_or_last_output_is_summarised_in_the_markdown():
     traceback_text = (
         "Traceback (most recent call last):\n"
-        '  File "/x/sagemaker_tc/bench/worker.py", line 180, in serve\n    result = run(spec)\n'
+        '  File "/x/sagemaker_tc_bench/worker.py", line 180, in serve\n    result = run(spec)\n'
         '  File "/x/torch/_inductor/compile_fx.py", line 99, in compile\n    raise RuntimeError("boom")\n'
         "RuntimeError: boom\n"
     )
@@ -231,7 +231,7 @@ def test_a_failed_rows_traceback_or_last_output_is_summarised_in_the_markdown():
 
 
 def test_a_worker_that_raises_keeps_its_traceback_in_the_result(tmp_path):
-    from sagemaker_tc.bench.worker import WorkerSpec, serve
+    from sagemaker_tc_bench.worker import WorkerSpec, serve
 
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
     spec_path.write_text(json.dumps({"model": "gpt2", "size": "tiny", "variant": "eager", "batch_size": 2,
@@ -251,7 +251,7 @@ def test_a_worker_that_raises_keeps_its_traceback_in_the_result(tmp_path):
 
 def test_the_time_budget_is_shared_fairly_between_models(monkeypatch):
     """Each model gets an equal share of the budget left; what one leaves goes to the later ones."""
-    from sagemaker_tc.bench import runner
+    from sagemaker_tc_bench import runner
 
     clock = iter([100.0, 130.0, 250.0])
     monkeypatch.setattr(runner.time, "perf_counter", lambda: next(clock))

@@ -20,6 +20,7 @@ import pytest
 from conftest import REPO
 
 import sagemaker_tc
+import sagemaker_tc_bench
 from sagemaker_tc.errors import SagemakerTCError
 
 DOCS = REPO / "docs"
@@ -146,17 +147,23 @@ def test_known_wrong_plans_come_from_the_table():
         assert f"| `{entry.architecture}` |" in table and f"`{entry.repro}`" in table
 
 
+# The runtime and the workstation's bench commands: both raise errors the page documents.
+PACKAGES = (sagemaker_tc, sagemaker_tc_bench)
+
+
 def package_modules() -> list[str]:
-    """Every module of the installed sagemaker_tc package, imported."""
-    names = ["sagemaker_tc"]
-    for info in pkgutil.walk_packages(sagemaker_tc.__path__, "sagemaker_tc."):
-        importlib.import_module(info.name)
-        names.append(info.name)
+    """Every module of the sagemaker_tc and sagemaker_tc_bench packages, imported."""
+    names = []
+    for package in PACKAGES:
+        names.append(package.__name__)
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            importlib.import_module(info.name)
+            names.append(info.name)
     return names
 
 
 def error_and_warning_classes() -> set[type]:
-    """Every error class (a ``SagemakerTCError``) and warning class defined in sagemaker_tc."""
+    """Every error class (a ``SagemakerTCError``) and warning class defined in sagemaker_tc and its bench."""
     found = set()
     for name in package_modules():
         for value in vars(sys.modules[name]).values():
@@ -197,9 +204,10 @@ def raised_messages() -> list[tuple[str, str]]:
     """``(where, fragment)`` for every message sagemaker_tc raises, warns or logs as a warning or error:
     the longest literal stretch of the message (what a reader can search the page for)."""
     builtin_names = {name for name in dir(builtins) if isinstance(getattr(builtins, name), type)}
-    package_root = Path(sagemaker_tc.__file__).parent
+    repo_root = Path(sagemaker_tc.__file__).parent.parent
+    paths = sorted(path for package in PACKAGES for path in Path(package.__file__).parent.rglob("*.py"))
     found = []
-    for path in sorted(package_root.rglob("*.py")):
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             call = None
             if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
@@ -221,7 +229,7 @@ def raised_messages() -> list[tuple[str, str]]:
                 continue
             fragment = max((" ".join(part.split()) for part in parts), key=len)
             if len(fragment) >= 12:
-                found.append((f"{path.relative_to(package_root.parent)}:{node.lineno}", fragment))
+                found.append((f"{path.relative_to(repo_root)}:{node.lineno}", fragment))
     return found
 
 

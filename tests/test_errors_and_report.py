@@ -56,7 +56,7 @@ def test_report_on_what_is_not_a_report_is_one_line_and_exit_code_2(tmp_path, ca
     assert main(["report", str(tmp_path / "report.json")]) == 0
 
 
-# --- every error class is where the docs say: sagemaker_tc.errors, a SagemakerTCError -------------------
+# --- every error class is where the docs say: sagemaker_tc.errors (the bench's: sagemaker_tc_bench.errors) ---
 def test_every_error_class_lives_in_sagemaker_tc_errors():
     import importlib
     import pkgutil
@@ -64,10 +64,13 @@ def test_every_error_class_lives_in_sagemaker_tc_errors():
     from pathlib import Path
 
     import sagemaker_tc
+    import sagemaker_tc_bench
     from sagemaker_tc import errors
+    from sagemaker_tc_bench import errors as bench_errors
 
-    for info in pkgutil.walk_packages(sagemaker_tc.__path__, "sagemaker_tc."):
-        importlib.import_module(info.name)
+    for package in (sagemaker_tc, sagemaker_tc_bench):
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            importlib.import_module(info.name)
     found = {
         value
         for name, module in sys.modules.items()
@@ -79,15 +82,22 @@ def test_every_error_class_lives_in_sagemaker_tc_errors():
         and value.__module__.startswith("sagemaker_tc")
     }
     assert len(found) > 20
+    bench_classes = {cls for cls in found if cls.__module__.startswith("sagemaker_tc_bench")}
+    assert {cls.__name__ for cls in bench_classes} == {
+        "BenchError",
+        "ScriptLoadError",
+        "ModelNotDeterministicError",
+        "NumericalMismatchError",
+        "VariantFailedError",
+    }
     for cls in found:
-        assert getattr(errors, cls.__name__, None) is cls, (
-            f"{cls.__module__}.{cls.__name__} is not in sagemaker_tc.errors"
-        )
+        home = bench_errors if cls in bench_classes else errors
+        assert getattr(home, cls.__name__, None) is cls, f"{cls.__module__}.{cls.__name__} is not in {home.__name__}"
         assert issubclass(cls, errors.SagemakerTCError), cls
-    from sagemaker_tc.bench import errors as bench_errors
+    assert not any(hasattr(errors, cls.__name__) for cls in bench_classes), "the runtime's errors name no bench error"
     from sagemaker_tc.cli import ReportNotFoundError
 
-    assert bench_errors.BenchError is errors.BenchError and ReportNotFoundError is errors.ReportNotFoundError
+    assert ReportNotFoundError is errors.ReportNotFoundError
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "containers" / "entry"))
     try:
         image_entry = importlib.import_module("sagemaker_tc_image")

@@ -1,6 +1,7 @@
 """Source packaging: the user's code plus the injected launcher."""
 
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,35 @@ def test_source_dir_archive_has_code_and_launcher(tmp_path):
     ):
         assert f"sagemaker_tc/{module}" in listed
     assert not any(name.startswith("sagemaker_tc/sdk") or name.endswith(".pyc") for name in listed)
+
+
+# The in-job runtime: these folders of sagemaker_tc and its top-level modules but the command (cli.py).
+RUNTIME_FOLDERS = {"compiler", "container", "integrations", "tuning"}
+
+
+def test_a_job_ships_exactly_the_runtime_modules_and_no_bench(tmp_path):
+    import sagemaker_tc
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text("print('hi')")
+    archive = build_source_archive(resolve_source("train.py", str(src)), tmp_path / "out", inject_launcher=True)
+    shipped = {name.removeprefix("sagemaker_tc/") for name in names(archive) if name.startswith("sagemaker_tc/")}
+    shipped_modules = {name for name in shipped if name.endswith(".py")}
+    package = Path(sagemaker_tc.__file__).parent
+    runtime_modules = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if "__pycache__" not in path.parts
+        and (
+            path.relative_to(package).parts[0] in RUNTIME_FOLDERS or (path.parent == package and path.name != "cli.py")
+        )
+    }
+    assert shipped_modules == runtime_modules
+    assert {name.split("/")[0] for name in shipped if "/" in name} == RUNTIME_FOLDERS
+    assert {"__init__.py", "config.py", "errors.py", "_internals.py"} <= shipped_modules
+    assert "cli.py" not in shipped and not any(name.startswith("sdk") for name in shipped)
+    assert not any("bench" in name or "verify" in name for name in names(archive))
 
 
 def test_entry_point_alone_is_shipped_by_its_name(tmp_path):

@@ -186,8 +186,8 @@ def test_bad_tuning_config_is_a_config_error(fields, message):
 def _tiny_bert_and_batches(seq_len: int = 32):
     import torch
 
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.suite import build_model, make_batches
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.suite import build_model, make_batches
 
     torch.manual_seed(0)
     model = build_model("bert-base-uncased", "tiny")
@@ -278,7 +278,7 @@ def _trainer(job_session, config: TrainingCompilerConfig, **arguments):
     from conftest import tiny_bert
     from transformers import Trainer, TrainingArguments
 
-    from sagemaker_tc.bench.data import tokenize_sst2
+    from sagemaker_tc_bench.data import tokenize_sst2
 
     job_session(config)
     data = tokenize_sst2(320, 32)
@@ -426,7 +426,7 @@ def test_the_tuning_modules_that_need_no_torch_import_without_it():
 
     code = (
         "import sys; import sagemaker_tc.tuning.search, sagemaker_tc.tuning.scaling, sagemaker_tc.tuning.decision; "
-        "import sagemaker_tc.bench.tune_commands; assert 'torch' not in sys.modules, 'torch imported'"
+        "import sagemaker_tc_bench.commands; assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 

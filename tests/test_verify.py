@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from sagemaker_tc.bench.errors import BenchError, NumericalMismatchError, ScriptLoadError
 from sagemaker_tc.cli import main
+from sagemaker_tc_bench.errors import BenchError, NumericalMismatchError, ScriptLoadError
 
 SCRIPT = textwrap.dedent(
     '''
@@ -126,8 +126,8 @@ def tiny_llama_and_batches(steps: int):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.suite import TINY_VOCAB, map_ids
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.suite import TINY_VOCAB, map_ids
 
     torch.manual_seed(0)
     config = LlamaConfig(
@@ -157,7 +157,7 @@ def test_each_plan_trains_like_eager(name, plan):
     """Each tiny suite model under each plan: 20 AdamW steps, fp32, dropout off, per-step losses within
     1e-4 relative of eager and every parameter within 1e-5 after the last step. These node ids are the
     evidence the report's ``plan_decision.verified`` names (sagemaker_tc.compiler.known_wrong)."""
-    from sagemaker_tc.bench.verify import verify_config, verify_suite_model, verify_training
+    from sagemaker_tc_bench.verify import verify_config, verify_suite_model, verify_training
 
     config = verify_config(plan=plan)
     if name == "llama":
@@ -203,8 +203,8 @@ def test_user_script_with_loss_fn_passes_and_leaves_model_untouched(script):
     """--script PATH:FUNCTION returning (model, batch, loss_fn) verifies; the user's model is not trained."""
     import torch
 
-    from sagemaker_tc.bench.verify import verify_training
-    from sagemaker_tc.bench.verify_script import load_script
+    from sagemaker_tc_bench.verify import verify_training
+    from sagemaker_tc_bench.verify_script import load_script
 
     model, batches, loss_fn = load_script(f"{script}:build_ok")
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -217,7 +217,7 @@ def test_user_script_with_loss_fn_passes_and_leaves_model_untouched(script):
 
 def test_diverging_compiled_model_fails_with_named_error(script, capsys):
     """A model whose compiled graph computes differently fails: NumericalMismatchError, exit 1, losses printed."""
-    from sagemaker_tc.bench.verify_script import verify_script
+    from sagemaker_tc_bench.verify_script import verify_script
 
     with pytest.raises(NumericalMismatchError) as caught:
         verify_script(f"{script}:build_diverging", steps=20)
@@ -235,8 +235,8 @@ def test_diverging_compiled_model_fails_with_named_error(script, capsys):
 
 def test_randomness_verify_cannot_remove_is_refused(script):
     """Functional dropout (not an nn.Dropout module) makes eager non-deterministic: a named error, no compile."""
-    from sagemaker_tc.bench.errors import ModelNotDeterministicError
-    from sagemaker_tc.bench.verify_script import verify_script
+    from sagemaker_tc_bench.errors import ModelNotDeterministicError
+    from sagemaker_tc_bench.verify_script import verify_script
 
     with pytest.raises(ModelNotDeterministicError, match="two eager forward passes"):
         verify_script(f"{script}:build_noisy")
@@ -254,7 +254,7 @@ def test_randomness_verify_cannot_remove_is_refused(script):
 )
 def test_bad_script_targets_raise_script_load_error(script, target, message):
     """Bad --script targets raise ScriptLoadError saying what is accepted."""
-    from sagemaker_tc.bench.verify_script import load_script
+    from sagemaker_tc_bench.verify_script import load_script
 
     with pytest.raises(ScriptLoadError) as caught:
         load_script(target.format(script=script))
@@ -263,7 +263,7 @@ def test_bad_script_targets_raise_script_load_error(script, target, message):
 
 def test_bad_verify_inputs_raise_bench_error(capsys):
     """Unknown model, bad size, too long a sequence and bad numbers fail before any training."""
-    from sagemaker_tc.bench.verify import verify_suite_model
+    from sagemaker_tc_bench.verify import verify_suite_model
 
     with pytest.raises(BenchError, match="unknown model 'gpt5'"):
         verify_suite_model("gpt5")
@@ -278,6 +278,17 @@ def test_bad_verify_inputs_raise_bench_error(capsys):
     assert "BenchError: unknown model 'gpt5'" in capsys.readouterr().err
 
 
+def test_the_removed_whole_model_option_names_its_replacement(capsys):
+    """``--whole-model`` (a pre-release alias of ``--plan model``) is an argparse error naming ``--plan model``."""
+    with pytest.raises(SystemExit) as raised:
+        main(["verify", "--model", "gpt2", "--whole-model"])
+    assert raised.value.code == 2
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == "sagemaker-tc verify: error: --whole-model was removed: use --plan model"
+    )
+
+
 @pytest.mark.xfail(reason=T5_REGIONAL_GRADIENT, strict=True)
 def test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient():
     """Plain torch, none of our code on the path: the tiny T5's first decoder block compiled with
@@ -289,9 +300,9 @@ def test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient():
 
     import torch
 
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.suite import build_model, make_batches
     from sagemaker_tc.compiler.loss import compute_loss
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.suite import build_model, make_batches
 
     torch.manual_seed(0)
     model = build_model("t5-base", "tiny", dropout=False)

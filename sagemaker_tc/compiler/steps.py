@@ -224,9 +224,14 @@ def summarize(steps: list[StepRecord], variant: str | None = None) -> StepSummar
     )
 
 
-def steady_median(records: list[StepRecord], skip_first: bool = True) -> float | None:
-    """Median seconds of the steps that compiled nothing, leaving out the first (warm-up) when there
-    is more than one; None when none is left."""
+def steady_steps(records: list[StepRecord], skip_first: bool = True) -> list[StepRecord]:
+    """The steady steps: those that compiled nothing, leaving out the first (warm-up) when there is
+    more than one (the plan schedule's rule, and ``sagemaker-tc bench``'s)."""
     candidates = records[1:] if skip_first and len(records) > 1 else records
-    steady = [r.seconds for r in candidates if not r.compiled_during]
+    return [r for r in candidates if not r.compiled_during]
+
+
+def steady_median(records: list[StepRecord], skip_first: bool = True) -> float | None:
+    """Median seconds of the :func:`steady_steps`; None when none is left."""
+    steady = [r.seconds for r in steady_steps(records, skip_first)]
     return statistics.median(steady) if steady else None

@@ -37,6 +37,9 @@ if __name__ == "__main__":
 '''
 
 RUNTIME_PACKAGE = "sagemaker_tc"
+# What of the package a job never runs: the SDK that submits it, and the ``sagemaker-tc`` command (the
+# launcher and the driver import sagemaker_tc.container directly). The bench is another package.
+NOT_IN_JOB = ("sdk", "cli.py")
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,14 @@ def resolve_source(
 
 
 def _is_runtime_file(arcname: str) -> bool:
-    """True for the container side of the package: the SDK (``sagemaker_tc/sdk``) and caches stay out."""
-    return Path(arcname).parts[:2] != (RUNTIME_PACKAGE, "sdk") and not skipped(arcname)
+    """True for the container side of the package: the SDK (``sagemaker_tc/sdk``), the command
+    (``sagemaker_tc/cli.py``) and caches stay out (:data:`NOT_IN_JOB`)."""
+    parts = Path(arcname).parts
+    return not (len(parts) > 1 and parts[0] == RUNTIME_PACKAGE and parts[1] in NOT_IN_JOB) and not skipped(arcname)
 
 
 def runtime_entries(package_dir: Path | None = None) -> list[SourceEntry]:
-    """The container side of the ``sagemaker_tc`` package (everything but ``sagemaker_tc/sdk`` and
+    """The container side of the ``sagemaker_tc`` package (everything but :data:`NOT_IN_JOB` and
     caches), named relative to the package: what the launcher and the driver ship, listed by the same
     rules as ``source_dir`` (:mod:`sagemaker_tc.sdk.source_tree`).
 
@@ -188,7 +193,7 @@ def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher
         spec: from :func:`resolve_source`.
         destination: folder to write into (created if missing).
         inject_launcher: add ``sagemaker_tc_launcher.py`` and the container side of the
-            ``sagemaker_tc`` package (everything but ``sagemaker_tc/sdk``) at the archive's top level,
+            ``sagemaker_tc`` package (:func:`runtime_entries`) at the archive's top level,
             so a stock script-mode image runs the launcher with no pip install.
 
     Returns:

@@ -9,6 +9,6 @@
   (:mod:`.trainer`).
 
 The tested-models table (``sagemaker-tc tune``) lives with the benchmarks
-(:mod:`sagemaker_tc.bench.tune_table`). The search and scaling modules import no torch; the rest
+(:mod:`sagemaker_tc_bench.tune_table`). The search and scaling modules import no torch; the rest
 imports it when called.
 """

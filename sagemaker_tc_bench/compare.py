@@ -1,6 +1,6 @@
 """Cold vs warm compile cache: set two bench result files side by side.
 
-``python -m sagemaker_tc.bench.compare COLD.json WARM.json --out DIR --name NAME`` writes
+``python -m sagemaker_tc_bench.compare COLD.json WARM.json --out DIR --name NAME`` writes
 ``NAME.json``, ``NAME.md`` and ``NAME.png`` (first-step time per model and variant, cold next to
 warm) and prints the Markdown table. COLD.json is a ``sagemaker-tc bench --cache-dir DIR`` run on an
 empty DIR; WARM.json the same command run again with the same DIR.
@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from sagemaker_tc_bench.report import dash_or
 
 KEYS = ("first_step_s", "step_ms", "recompiles")
 
@@ -47,10 +49,6 @@ def compare_passes(cold: dict[str, Any], warm: dict[str, Any]) -> dict[str, Any]
     return {"cold_created": cold.get("created"), "warm_created": warm.get("created"), "rows": rows}
 
 
-def _fmt(value: Any, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def markdown(comparison: dict[str, Any]) -> str:
     """The comparison as a Markdown table."""
     lines = [
@@ -61,11 +59,11 @@ def markdown(comparison: dict[str, Any]) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in comparison["rows"]:
-        recompiles = f"{_fmt(row['cold_recompiles'], 'd')} / {_fmt(row['warm_recompiles'], 'd')}"
+        recompiles = f"{dash_or(row['cold_recompiles'], 'd')} / {dash_or(row['warm_recompiles'], 'd')}"
         lines.append(
-            f"| {row['model']} | {row['variant']} | {_fmt(row['cold_first_step_s'], '.2f')} "
-            f"| {_fmt(row['warm_first_step_s'], '.2f')} | {_fmt(row['first_step_warm_over_cold'], '.2f')} "
-            f"| {_fmt(row['cold_step_ms'], '.2f')} | {_fmt(row['warm_step_ms'], '.2f')} | {recompiles} |"
+            f"| {row['model']} | {row['variant']} | {dash_or(row['cold_first_step_s'], '.2f')} "
+            f"| {dash_or(row['warm_first_step_s'], '.2f')} | {dash_or(row['first_step_warm_over_cold'], '.2f')} "
+            f"| {dash_or(row['cold_step_ms'], '.2f')} | {dash_or(row['warm_step_ms'], '.2f')} | {recompiles} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -98,7 +96,7 @@ def plot(comparison: dict[str, Any], path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m sagemaker_tc.bench.compare", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sagemaker_tc_bench.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("cold", type=Path)
     parser.add_argument("warm", type=Path)
     parser.add_argument("--out", type=Path, required=True)

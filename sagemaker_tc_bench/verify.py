@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError
 from sagemaker_tc.compiler.loss import compute_loss
+from sagemaker_tc_bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError
 
 if TYPE_CHECKING:
     import torch
@@ -152,7 +152,7 @@ def verify_config(**fields: Any) -> TrainingCompilerConfig:
     Raises:
         ConfigError: a field or value the installed config does not accept.
     """
-    from sagemaker_tc.bench.variants import sagemaker_tc_config
+    from sagemaker_tc_bench.variants import sagemaker_tc_config
 
     fields.setdefault("policy", "strict")
     if "regional" not in fields:
@@ -207,8 +207,8 @@ def verify_training(
     """
     import torch
 
-    from sagemaker_tc.bench.variants import compiled_regions
     from sagemaker_tc.compiler.dynamo import dynamo_stats
+    from sagemaker_tc_bench.variants import compiled_regions
 
     _check_arguments(steps, rtol, batches)
     loss_fn = loss_fn or compute_loss
@@ -353,8 +353,8 @@ def verify_suite_model(
     """
     import torch
 
-    from sagemaker_tc.bench.data import tokenize_sst2
-    from sagemaker_tc.bench.suite import build_model, check_seq_len, check_size, get_spec, make_batches
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.suite import build_model, check_seq_len, check_size, get_spec, make_batches
 
     spec = get_spec(name)
     check_size(size)

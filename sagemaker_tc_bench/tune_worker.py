@@ -1,9 +1,9 @@
-"""One tested-models cell in its own process: ``python -m sagemaker_tc.bench.tune_worker SPEC.json RESULT.json``.
+"""One tested-models cell in its own process: ``python -m sagemaker_tc_bench.tune_worker SPEC.json RESULT.json``.
 
 For one suite model and one mode (``eager`` or ``compiled``) it finds the largest batch that trains
 within the budget (:func:`~sagemaker_tc.tuning.finder.find_max_batch`, on real SST-2 rows), then
 measures samples/s at that batch with the bench's own step loop
-(:func:`sagemaker_tc.bench.worker.run_variant`: ``eager``, or ``sagemaker-tc`` for compiled) on a
+(:func:`sagemaker_tc_bench.worker.run_variant`: ``eager``, or ``sagemaker-tc`` for compiled) on a
 freshly built model. A process per cell keeps peak memory, dynamo's state and the allocator's cache
 to that cell alone.
 """
@@ -22,7 +22,7 @@ BENCH_VARIANT = {"eager": "eager", "compiled": "sagemaker-tc"}
 
 @dataclass(frozen=True)
 class TuneSpec:
-    """What one cell runs (fields as :class:`sagemaker_tc.bench.worker.WorkerSpec`, plus the search's).
+    """What one cell runs (fields as :class:`sagemaker_tc_bench.worker.WorkerSpec`, plus the search's).
 
     Attributes:
         mode: ``eager`` or ``compiled``.
@@ -53,12 +53,12 @@ def run_cell(spec: TuneSpec) -> dict[str, Any]:
 
     import torch
 
-    from sagemaker_tc.bench import variants
-    from sagemaker_tc.bench.data import TokenizedSST2
-    from sagemaker_tc.bench.suite import make_batches
-    from sagemaker_tc.bench.worker import WorkerSpec, run_variant
     from sagemaker_tc.config import TrainingCompilerConfig
     from sagemaker_tc.tuning.finder import find_max_batch
+    from sagemaker_tc_bench import variants
+    from sagemaker_tc_bench.data import TokenizedSST2
+    from sagemaker_tc_bench.suite import make_batches
+    from sagemaker_tc_bench.worker import WorkerSpec, run_variant
 
     device = torch.device(spec.device)
     data = TokenizedSST2.from_dict(json.loads(Path(spec.data_path).read_text(encoding="utf-8")))
@@ -104,8 +104,8 @@ def run_cell(spec: TuneSpec) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: one cell (:func:`sagemaker_tc.bench.worker.serve` with :func:`run_cell`)."""
-    from sagemaker_tc.bench.worker import serve
+    """Entry point: one cell (:func:`sagemaker_tc_bench.worker.serve` with :func:`run_cell`)."""
+    from sagemaker_tc_bench.worker import serve
 
     return serve(argv, TuneSpec, run_cell)
 

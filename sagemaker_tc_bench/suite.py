@@ -22,7 +22,7 @@ Two sizes:
   everything else stay as in ``full``.
 
 Inputs (:func:`make_batches`): real SST-2 sentences tokenized with MiniLM's BERT-uncased WordPiece
-tokenizer (:mod:`sagemaker_tc.bench.data`), padded/truncated to a fixed ``seq_len``, with the ids
+tokenizer (:mod:`sagemaker_tc_bench.data`), padded/truncated to a fixed ``seq_len``, with the ids
 mapped into each model's vocabulary by ``id % vocab_size`` (:func:`map_ids`). The models have
 random weights, so the mapping only has to keep shapes and padding real, not meaning.
 """
@@ -33,12 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from sagemaker_tc.bench.errors import BenchError
+from sagemaker_tc_bench.errors import BenchError
 
 if TYPE_CHECKING:
     import torch
 
-    from sagemaker_tc.bench.data import TokenizedSST2
+    from sagemaker_tc_bench.data import TokenizedSST2
 
 Size = Literal["tiny", "full"]
 Task = Literal["classification", "causal-lm", "seq2seq-lm"]
@@ -51,6 +51,17 @@ _BERT_LIKE_TINY = {
     "num_attention_heads": 2,
     "intermediate_size": 128,
     "vocab_size": TINY_VOCAB,
+}
+# roberta-base's and xlm-roberta-base's config.json: where they differ from RobertaConfig's defaults
+# (which are BERT's), all but the vocabulary.
+_ROBERTA_LIKE_FULL = {
+    "num_labels": 2,
+    "max_position_embeddings": 514,
+    "type_vocab_size": 1,
+    "layer_norm_eps": 1e-5,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
 }
 
 
@@ -99,17 +110,7 @@ SUITE: dict[str, ModelSpec] = {
             config_class="RobertaConfig",
             model_class="RobertaForSequenceClassification",
             task="classification",
-            # RobertaConfig's defaults are BERT's; roberta-base's config.json differs in these.
-            full={
-                "num_labels": 2,
-                "vocab_size": 50265,
-                "max_position_embeddings": 514,
-                "type_vocab_size": 1,
-                "layer_norm_eps": 1e-5,
-                "pad_token_id": 1,
-                "bos_token_id": 0,
-                "eos_token_id": 2,
-            },
+            full={**_ROBERTA_LIKE_FULL, "vocab_size": 50265},
             tiny=_BERT_LIKE_TINY,
             dropout_fields=("hidden_dropout_prob", "attention_probs_dropout_prob"),
             # 514 positions: RoBERTa offsets positions by padding_idx + 1 = 2.
@@ -179,16 +180,7 @@ SUITE: dict[str, ModelSpec] = {
             config_class="XLMRobertaConfig",
             model_class="XLMRobertaForSequenceClassification",
             task="classification",
-            full={
-                "num_labels": 2,
-                "vocab_size": 250002,
-                "max_position_embeddings": 514,
-                "type_vocab_size": 1,
-                "layer_norm_eps": 1e-5,
-                "pad_token_id": 1,
-                "bos_token_id": 0,
-                "eos_token_id": 2,
-            },
+            full={**_ROBERTA_LIKE_FULL, "vocab_size": 250002},
             tiny=_BERT_LIKE_TINY,
             dropout_fields=("hidden_dropout_prob", "attention_probs_dropout_prob"),
             max_positions=512,

@@ -123,7 +123,7 @@ def mfu(flops_per_sample: float | None, samples_per_second: float | None, peak: 
 
     Args:
         flops_per_sample: training FLOPs per sample (see
-            :func:`sagemaker_tc.bench.measure.training_flops_per_sample`).
+            :func:`sagemaker_tc_bench.measure.training_flops_per_sample`).
         samples_per_second: steady-state throughput, samples/s.
         peak: the device's peak FLOP/s for the run's dtype (:func:`peak_flops`).
 

@@ -21,7 +21,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sagemaker_tc.bench import hardware
+from sagemaker_tc.compiler.steps import StepRecord, steady_steps
+from sagemaker_tc_bench import hardware
 
 WINDOWS = 5
 """Blocks the steady steps are cut into (fewer when there are fewer steady steps)."""
@@ -56,9 +57,13 @@ class StepWindows:
 
 
 def step_windows(step_seconds: Sequence[float], compiled_during: Sequence[bool], windows: int = WINDOWS) -> StepWindows:
-    """Cut the steady steps of ``step_seconds`` (seconds per step, the first step left out, and every
-    step during which torch compiled) into up to ``windows`` blocks (module docstring)."""
-    steady = [s for i, s in enumerate(step_seconds) if i > 0 and not compiled_during[i]]
+    """Cut the steady steps of ``step_seconds`` (seconds per step; the runtime's rule,
+    :func:`sagemaker_tc.compiler.steps.steady_steps`: the first step and every step during which torch
+    compiled are left out) into up to ``windows`` blocks (module docstring)."""
+    records = [
+        StepRecord(seconds, 0, compiled) for seconds, compiled in zip(step_seconds, compiled_during, strict=True)
+    ]
+    steady = [record.seconds for record in steady_steps(records)]
     count = min(windows, len(steady))
     if count == 0:
         return StepWindows([], 0, None, None, None)

@@ -1,7 +1,7 @@
 """``sagemaker-tc verify --script PATH.py:FUNCTION``: verify a model the user builds in a script.
 
 :func:`load_script` imports the script (or module) and calls the function; :func:`verify_script`
-runs :func:`sagemaker_tc.bench.verify.verify_training` on what it built.
+runs :func:`sagemaker_tc_bench.verify.verify_training` on what it built.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.bench.errors import ScriptLoadError
-from sagemaker_tc.bench.verify import LossFn, VerifyResult, verify_training
+from sagemaker_tc_bench.errors import ScriptLoadError
+from sagemaker_tc_bench.verify import LossFn, VerifyResult, verify_training
 
 if TYPE_CHECKING:
     import torch

@@ -1,4 +1,4 @@
-"""One bench variant in its own process: ``python -m sagemaker_tc.bench.worker SPEC.json RESULT.json``.
+"""One bench variant in its own process: ``python -m sagemaker_tc_bench.worker SPEC.json RESULT.json``.
 
 A fresh process per variant keeps dynamo's state (compiled code, recompile counts) and the peak
 memory figure to that variant alone, and lets the parent point ``TORCHINDUCTOR_CACHE_DIR`` at a
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import statistics
 import sys
 import traceback
 from dataclasses import asdict, dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats
-from sagemaker_tc.compiler.steps import StepRecord, StepTimer
+from sagemaker_tc.compiler.steps import StepRecord, StepTimer, steady_median, steady_steps
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +32,14 @@ class WorkerSpec:
     Attributes:
         model: suite model name.
         size: ``tiny`` or ``full``.
-        variant: one of :data:`sagemaker_tc.bench.variants.VARIANTS`.
+        variant: one of :data:`sagemaker_tc_bench.variants.VARIANTS`.
         batch_size: samples per step.
         seq_len: tokens per sample.
         steps: optimizer steps to time (the first one includes compilation).
         dtype: ``fp32``, or ``bf16`` (autocast mixed precision with fp32 weights, as
             ``Trainer(bf16=True)`` does through accelerate).
         device: ``cpu`` or ``cuda``.
-        data_path: JSON file of :class:`~sagemaker_tc.bench.data.TokenizedSST2`.
+        data_path: JSON file of :class:`~sagemaker_tc_bench.data.TokenizedSST2`.
         seed: torch seed before building the model (same weights in every variant).
         job_steps: the job length the ``sagemaker-tc`` variant's ``plan="auto"`` is told.
     """
@@ -69,8 +68,8 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
 
     Returns:
         A JSON-ready dict: ``step_seconds`` (every step, seconds), ``compiled_during`` (whether torch
-        compiled during each step), ``first_step_s``, ``step_ms`` (median of the steady steps: every
-        step after the first during which nothing compiled; None if there is none),
+        compiled during each step), ``first_step_s``, ``step_ms`` (median of the steady steps, the
+        runtime's rule: :func:`sagemaker_tc.compiler.steps.steady_steps`; None if there is none),
         ``samples_per_s`` (``batch_size`` / median steady step), ``tokens_per_s``,
         ``peak_memory_bytes`` and ``peak_memory_kind``, dynamo's ``graphs``, ``frames_compiled``,
         ``recompiles``, ``graph_breaks``, ``dynamo_compile_s``, ``flops_per_sample``, ``losses`` (first
@@ -80,9 +79,9 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     """
     import torch
 
-    from sagemaker_tc.bench import measure, variants
-    from sagemaker_tc.bench.data import TokenizedSST2
-    from sagemaker_tc.bench.suite import make_batches
+    from sagemaker_tc_bench import measure, variants
+    from sagemaker_tc_bench.data import TokenizedSST2
+    from sagemaker_tc_bench.suite import make_batches
 
     device = torch.device(spec.device)
     data = TokenizedSST2.from_dict(json.loads(Path(spec.data_path).read_text(encoding="utf-8")))
@@ -101,8 +100,8 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
     compiled_during = [record.compiled_during for record in records]
     for index, seconds in enumerate(step_seconds):
         logger.info("%s %s step %d: %.4f s", spec.model, spec.variant, index, seconds)
-    steady = [s for i, s in enumerate(step_seconds) if i > 0 and not compiled_during[i]]
-    step_s = statistics.median(steady) if steady else None
+    steady = steady_steps(records)
+    step_s = steady_median(records)
     memory_bytes, memory_kind = measure.peak_memory(device)
     counts = dynamo_stats()
     loss_values = [float(value) for value in losses]

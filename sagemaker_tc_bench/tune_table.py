@@ -20,14 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc.bench import hardware
-from sagemaker_tc.bench.data import tokenize_sst2
-from sagemaker_tc.bench.processes import run_worker_process, variant_env
-from sagemaker_tc.bench.report import INCOMPLETE_NOTE, replace_file
-from sagemaker_tc.bench.runner import BenchOptions, resolve_options
-from sagemaker_tc.bench.tune_worker import MODES, TuneSpec
 from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import format_bytes
+from sagemaker_tc_bench import hardware
+from sagemaker_tc_bench.data import tokenize_sst2
+from sagemaker_tc_bench.processes import budget_timeout, run_cell
+from sagemaker_tc_bench.report import INCOMPLETE_NOTE, dash_or, replace_file
+from sagemaker_tc_bench.runner import BenchOptions, resolve_options
+from sagemaker_tc_bench.tune_worker import MODES, TuneSpec
 
 logger = logging.getLogger(__name__)
 SCHEMA = "sagemaker-tc/tested-models/1"
@@ -122,21 +122,11 @@ def _cell(options: TableOptions, model: str, mode: str, workdir: Path, data_path
         start=options.start,
         steps=bench.steps,
     )
-    cache_dir = workdir / "inductor-cache" / f"{model}--{mode}"
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{model}--{mode}"
     logger.info("tune: %s / %s", model, mode)
-    result, wall_s = run_worker_process(
-        "sagemaker_tc.bench.tune_worker",
-        asdict(spec),
-        workdir / f"{model}--{mode}",
-        variant_env(bench, cache_dir),
-        timeout_s,
+    return run_cell(
+        "sagemaker_tc_bench.tune_worker", spec, workdir / stem, bench, workdir / "inductor-cache" / stem, timeout_s
     )
-    result.pop("spec", None)
-    result["process_wall_s"] = wall_s
-    if result.get("status") != "ok":
-        logger.warning("tune: %s / %s failed: %s", model, mode, result.get("error"))
-    return result
 
 
 def _row(model: str, cells: dict[str, dict]) -> dict[str, Any]:
@@ -199,16 +189,14 @@ def run_table(
         "command": command,
         "data": {"source": data.source, "rows": options.max_batch},
     }
-    started = time.perf_counter()
+    deadline = None if bench.time_budget_s is None else time.perf_counter() + bench.time_budget_s
     try:
         data_path = workdir / "data.json"
         data_path.write_text(json.dumps(data.to_dict()), encoding="utf-8")
         for model in bench.models:
             cells: dict[str, dict] = {}
             for mode in options.modes:
-                timeout_s = bench.timeout_s
-                if bench.time_budget_s is not None:
-                    timeout_s = min(timeout_s, bench.time_budget_s - (time.perf_counter() - started))
+                timeout_s = budget_timeout(bench.timeout_s, deadline)
                 if timeout_s <= 0:
                     cells[mode] = {"status": "skipped", "error": f"time budget of {bench.time_budget_s:.0f} s spent"}
                 else:
@@ -253,10 +241,6 @@ def _document(
     }
 
 
-def _fmt(value: Any, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def markdown(document: dict[str, Any]) -> str:
     """The table as Markdown: a heading line with device, versions and budget, then one row per model."""
     options, env = document["options"], document["environment"]
@@ -287,8 +271,8 @@ def markdown(document: dict[str, Any]) -> str:
         device = document["device"]["type"]
         lines.append(
             f"| {row['model']} | {device} | {options['seq_len']} | {batch(eager)} | {batch(compiled)} "
-            f"| {_fmt(row['max_batch_ratio'], '.2f')} | {_fmt(eager.get('samples_per_s'), ',.1f')} "
-            f"| {_fmt(compiled.get('samples_per_s'), ',.1f')} | {_fmt(row['samples_per_s_ratio'], '.2f')} |"
+            f"| {dash_or(row['max_batch_ratio'], '.2f')} | {dash_or(eager.get('samples_per_s'), ',.1f')} "
+            f"| {dash_or(compiled.get('samples_per_s'), ',.1f')} | {dash_or(row['samples_per_s_ratio'], '.2f')} |"
         )
     if not document.get("complete", True):
         lines += ["", INCOMPLETE_NOTE]
@@ -317,7 +301,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
                 capped = "+ (the cap fit)" if cell.get("capped") else ""
                 parts.append(
                     f"{mode} max batch {cell['max_batch']}{capped} (peak {format_bytes(cell['peak_bytes_at_max'])}, "
-                    f"{_fmt(cell.get('samples_per_s'), ',.1f')} samples/s)"
+                    f"{dash_or(cell.get('samples_per_s'), ',.1f')} samples/s)"
                 )
             else:
                 parts.append(f"{mode} {cell.get('status')}: {cell.get('error')}")

@@ -1,11 +1,11 @@
 """``sagemaker-tc bench``: every variant of every model, each in its own subprocess, side by side.
 
 The parent checks every option and input before any work (:func:`resolve_options`,
-:func:`~sagemaker_tc.bench.data.check_inputs`), tokenizes the SST-2 rows once, then runs one
-:mod:`sagemaker_tc.bench.worker` process per (model, variant), one at a time, and gathers their
+:func:`~sagemaker_tc_bench.data.check_inputs`), tokenizes the SST-2 rows once, then runs one
+:mod:`sagemaker_tc_bench.worker` process per (model, variant), one at a time, and gathers their
 results with the run's options, machine and versions (:func:`run_bench`), handing the document so
 far to its caller after every variant. Each row's figures (step time over windows, noise, speedup)
-come from :mod:`sagemaker_tc.bench.rows`. Torch is imported here only to resolve the device (CUDA
+come from :mod:`sagemaker_tc_bench.rows`. Torch is imported here only to resolve the device (CUDA
 present? bf16 capable?).
 """
 
@@ -22,13 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc.bench import hardware, rows
-from sagemaker_tc.bench.data import tokenize_sst2
-from sagemaker_tc.bench.errors import BenchError
-from sagemaker_tc.bench.processes import run_worker_process, variant_env
-from sagemaker_tc.bench.suite import SUITE, check_seq_len, check_size, get_spec
-from sagemaker_tc.bench.variants import BASELINE, DEFAULT_JOB_STEPS, PEER, VARIANTS, check_variant
-from sagemaker_tc.bench.worker import WorkerSpec
+from sagemaker_tc_bench import hardware, rows
+from sagemaker_tc_bench.data import tokenize_sst2
+from sagemaker_tc_bench.errors import BenchError
+from sagemaker_tc_bench.processes import budget_timeout, run_cell
+from sagemaker_tc_bench.suite import SUITE, check_seq_len, check_size, get_spec
+from sagemaker_tc_bench.variants import BASELINE, DEFAULT_JOB_STEPS, PEER, VARIANTS, check_variant
+from sagemaker_tc_bench.worker import WorkerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class BenchOptions:
             A folder: each (model, variant) uses ``cache_dir/<model>/<variant>``, kept between runs,
             so a second run with the same folder measures a warm compile.
         cpu_threads: ``OMP_NUM_THREADS`` in every variant's process (default
-            :func:`~sagemaker_tc.bench.rows.default_cpu_threads`: one fewer than the usable cores).
+            :func:`~sagemaker_tc_bench.rows.default_cpu_threads`: one fewer than the usable cores).
         timeout_s: per-variant wall-clock limit, seconds.
         time_budget_s: None, or a limit on the whole run, seconds, shared fairly between the models:
             each model in turn gets an equal share of the time left (what an earlier model did not
@@ -133,7 +133,7 @@ def resolve_options(
     """Check every bench option and fill the defaults, before any model is built.
 
     Args:
-        models: suite names (default: the whole suite, in :data:`~sagemaker_tc.bench.suite.SUITE` order).
+        models: suite names (default: the whole suite, in :data:`~sagemaker_tc_bench.suite.SUITE` order).
         size: ``tiny`` or ``full``.
         variants: default all four, ``eager`` first.
         batch_size, seq_len: default per size (:data:`DEFAULTS`).
@@ -233,15 +233,9 @@ def run_variant_process(
     else:
         cache_dir = workdir / "inductor-cache" / stem
         cache_state = "cold"
-    cache_dir.mkdir(parents=True, exist_ok=True)
     logger.info("bench: %s / %s (%s compile cache %s)", model, variant, cache_state, cache_dir)
-    result, wall_s = run_worker_process(
-        "sagemaker_tc.bench.worker", asdict(spec), workdir / stem, variant_env(options, cache_dir), timeout_s
-    )
-    result.pop("spec", None)
-    result.update(model=model, variant=variant, cache=cache_state, process_wall_s=wall_s)
-    if result["status"] != "ok":
-        logger.warning("bench: %s / %s failed: %s", model, variant, result.get("error"))
+    result = run_cell("sagemaker_tc_bench.worker", spec, workdir / stem, options, cache_dir, timeout_s)
+    result.update(model=model, variant=variant, cache=cache_state)
     return result
 
 
@@ -265,9 +259,7 @@ def _run_one(
 ) -> dict:
     """One (model, variant): run it in its process, or record it skipped once its model's share of the
     time budget (ending at ``deadline``) is spent."""
-    timeout_s = options.timeout_s
-    if deadline is not None:
-        timeout_s = min(timeout_s, deadline - time.perf_counter())
+    timeout_s = budget_timeout(options.timeout_s, deadline)
     if timeout_s <= 0:
         error = f"this model's share of the time budget ({options.time_budget_s:.0f} s in all) spent before it"
         logger.warning("bench: %s / %s skipped: %s", model, variant, error)
@@ -289,7 +281,7 @@ def run_bench(
     Returns:
         A JSON-ready dict: ``schema``, ``created`` (UTC, ISO 8601), ``command``, ``complete``,
         ``options``, ``device`` (type, name, peak FLOP/s for the dtype or None), ``environment``
-        (:func:`~sagemaker_tc.bench.hardware.environment` plus torch's CUDA version), the rules
+        (:func:`~sagemaker_tc_bench.hardware.environment` plus torch's CUDA version), the rules
         behind the figures (``rules``), and ``results``: one row per (model, variant) with
         ``samples_per_s`` (samples/s), ``step_ms`` (ms, median over windows of steady steps) with
         ``step_ms_q1``/``step_ms_q3``/``step_ms_iqr`` (ms) and ``window_ms``, ``noisy`` and ``noise``
@@ -298,7 +290,7 @@ def run_bench(
         the row's; exactly 1.0 for eager) with ``speedup_range`` and ``speedup_noisy``,
         ``ours_vs_peer`` (on ``sagemaker-tc*`` rows: samples/s over ``hf-torch-compile``'s) with
         ``ours_vs_peer_range`` and ``ours_vs_peer_noisy``, plus the worker's other fields
-        (:func:`sagemaker_tc.bench.worker.run_variant`).
+        (:func:`sagemaker_tc_bench.worker.run_variant`).
     """
     num_rows = options.batch_size * min(options.steps, MAX_DISTINCT_BATCHES)
     data = tokenize_sst2(num_rows, options.seq_len, options.data)
@@ -330,7 +322,7 @@ def run_bench(
 
 def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> list[dict]:
     """The rows of one model's variants that have run, each against eager's result (when it ran), and
-    ours (``sagemaker-tc*``) against the peer's (:data:`~sagemaker_tc.bench.variants.PEER`)."""
+    ours (``sagemaker-tc*``) against the peer's (:data:`~sagemaker_tc_bench.variants.PEER`)."""
     finished = [
         rows.finish_row(
             result,

@@ -16,13 +16,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sagemaker_tc import contract
 
 if TYPE_CHECKING:
-    from sagemaker_tc.bench.runner import BenchOptions
+    from sagemaker_tc_bench.runner import BenchOptions
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def variant_env(options: BenchOptions, cache_dir: Path) -> dict[str, str]:
         logger.info("TRITON_CACHE_DIR is ignored by the bench: Triton's cache follows TORCHINDUCTOR_CACHE_DIR")
     env[contract.ENV_OMP_NUM_THREADS] = str(options.cpu_threads)
     # The bench's own package must import in the child even when run from a source checkout.
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return env
 
@@ -111,3 +112,25 @@ def run_worker_process(
     if result.get("status") != "ok":
         result["log_tail"] = _tail(log_path)
     return result, wall_s
+
+
+def run_cell(module: str, spec: object, stem: Path, options: BenchOptions, cache_dir: Path, timeout_s: float) -> dict:
+    """One bench variant or tune cell: run ``python -m MODULE`` on the dataclass ``spec`` with its
+    Inductor cache in ``cache_dir`` (created) for at most ``timeout_s`` seconds
+    (:func:`run_worker_process`), and return its result dict without the spec, with
+    ``process_wall_s`` (seconds). A failure is logged with the cell's name (``stem``: ``MODEL--VARIANT``),
+    never raised."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    result, wall_s = run_worker_process(module, asdict(spec), stem, variant_env(options, cache_dir), timeout_s)
+    result.pop("spec", None)
+    result["process_wall_s"] = wall_s
+    if result.get("status") != "ok":
+        logger.warning("%s failed: %s", stem.name.replace("--", " / "), result.get("error"))
+    return result
+
+
+def budget_timeout(timeout_s: float, deadline: float | None) -> float:
+    """Seconds the next process may run: its own limit ``timeout_s``, cut to what is left before
+    ``deadline`` (``time.perf_counter()`` seconds; None: no time budget). Zero or less: the budget is
+    spent, and the caller records the cell as skipped instead of running it."""
+    return timeout_s if deadline is None else min(timeout_s, deadline - time.perf_counter())

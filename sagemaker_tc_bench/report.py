@@ -5,7 +5,7 @@ work, and they are imported only when used. The JSON and Markdown are rewritten 
 row (:func:`write_document`, each file replaced whole), the plot is drawn last (:func:`write_plot`),
 so a run that is interrupted, or whose plot fails, keeps every row it finished.
 
-A row marked noisy (:mod:`sagemaker_tc.bench.rows`) shows ``noisy`` instead of a speedup figure, in
+A row marked noisy (:mod:`sagemaker_tc_bench.rows`) shows ``noisy`` instead of a speedup figure, in
 the table and the Markdown; the plot draws its speedup hatched, with error bars from the quartiles.
 """
 
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from sagemaker_tc.bench.errors import BenchError
+from sagemaker_tc_bench.errors import BenchError
 
 INSTALL_BENCH = 'pip install "sagemaker-tc[bench]"'
 INCOMPLETE_NOTE = "**Incomplete**: the run had not finished when this file was written; these are its finished rows."
@@ -62,6 +62,12 @@ def columns(document: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     if "hf-torch-compile" in variants and any(v.startswith("sagemaker-tc") for v in variants):
         return (*COLUMNS, PEER_COLUMN)
     return COLUMNS
+
+
+def dash_or(value: Any, spec: str) -> str:
+    """``value`` formatted with ``spec`` (``format``'s mini-language), or ``-`` for None (a cell with
+    no measurement)."""
+    return "-" if value is None else format(value, spec)
 
 
 def _cell(key: str, row: dict[str, Any]) -> str:

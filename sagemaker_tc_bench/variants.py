@@ -108,7 +108,7 @@ def check_variant(variant: str) -> str:
     Raises:
         BenchError: any other name (the message lists the accepted ones).
     """
-    from sagemaker_tc.bench.errors import BenchError
+    from sagemaker_tc_bench.errors import BenchError
 
     if variant not in ALL_VARIANTS:
         raise BenchError(f"unknown variant {variant!r}; accepted: {', '.join(ALL_VARIANTS)}")
@@ -122,7 +122,7 @@ def build(variant: str, name: str, size: str, device: torch.device) -> torch.nn.
     Raises:
         BenchError: unknown variant, model or size.
     """
-    from sagemaker_tc.bench.suite import build_model
+    from sagemaker_tc_bench.suite import build_model
 
     tuned = check_variant(variant) == "eager-tuned" or variant.startswith("sagemaker-tc")
     return build_model(name, size, attn_implementation="sdpa" if tuned else None).to(device)

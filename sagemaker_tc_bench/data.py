@@ -14,7 +14,7 @@ Where the numbers come from:
 - Seq2seq targets (t5): the SST-2 label word, ``"negative"`` or ``"positive"``, tokenized the same
   way without ``[CLS]``, ending with ``[SEP]`` as end-of-sequence: 2 tokens.
 
-Ids are mapped into each model's own vocabulary later (:func:`sagemaker_tc.bench.suite.map_ids`).
+Ids are mapped into each model's own vocabulary later (:func:`sagemaker_tc_bench.suite.map_ids`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_tc import contract
-from sagemaker_tc.bench.errors import BenchError
+from sagemaker_tc_bench.errors import BenchError
 
 logger = logging.getLogger(__name__)
 
 # The repository's shipped SST-2 slice (present in a source checkout, not in a built wheel).
-DEFAULT_SST2_DIR = Path(__file__).resolve().parents[2] / "examples" / "sst2" / "data"
+DEFAULT_SST2_DIR = Path(__file__).resolve().parents[1] / "examples" / "sst2" / "data"
 PAD_ID = 0
 SEP_ID = 102
 LABEL_WORDS = ("negative", "positive")
