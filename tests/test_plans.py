@@ -277,7 +277,7 @@ def test_the_cuda_timer_reads_events_without_waiting_until_flushed():
 def test_bucket_lengths_are_learned_from_the_lengths_the_eager_steps_saw():
     from collections import Counter
 
-    from sagemaker_tc.compiler.shape_policy import learned_granularity, rounded_up
+    from sagemaker_tc.compiler.shapes import learned_granularity, rounded_up
 
     assert learned_granularity(Counter()) == 8
     assert learned_granularity(Counter({29: 1, 38: 2, 45: 1})) == 8  # spread 17 -> 5 -> 8
@@ -286,8 +286,7 @@ def test_bucket_lengths_are_learned_from_the_lengths_the_eager_steps_saw():
 
 
 def test_the_shape_policy_pads_only_while_a_compiled_plan_runs():
-    from sagemaker_tc.compiler.shape_policy import ShapePolicy
-    from sagemaker_tc.compiler.shapes import BucketStats
+    from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 
     stats = BucketStats()
     policy = ShapePolicy("auto", small_bert(), stats)

@@ -33,8 +33,7 @@ from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
 from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, device_of, plan_leaf_modules, plan_modules
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.schedule import Schedule
-from sagemaker_tc.compiler.shape_policy import ShapePolicy
-from sagemaker_tc.compiler.shapes import BucketStats
+from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError

@@ -35,7 +35,7 @@ def prepare_training(
     """Compile ``model`` in place by the session's config, with the job's length and gradient
     accumulation from the Trainer (what ``on_train_begin`` does; separate so it can be called with a
     Trainer's parts directly). Training batches are padded to buckets at the model's call, while a
-    compiled plan runs (:mod:`sagemaker_tc.compiler.shape_policy`); with ``backend="xla"`` in
+    compiled plan runs (:mod:`sagemaker_tc.compiler.shapes`); with ``backend="xla"`` in
     ``train_dataloader``'s collate function instead, on the host (the dataloader moves each batch to
     the XLA device before the model's call)."""
     config = session.config
