@@ -109,11 +109,13 @@ class PlanSlots:
 
 
 def plan_modules(model: torch.nn.Module, plan: str) -> list[torch.nn.Module]:
-    """The modules ``plan`` compiles on ``model``: the repeated blocks (``regional``; the whole model
-    when it has none), the model itself (``model``, ``step``), nothing (``eager``)."""
+    """The modules ``plan`` compiles on ``model``: the repeated blocks (``regional``, and ``auto``,
+    whose cheapest plan it is; the whole model when it has none), the model itself (``model``,
+    ``step``), nothing (``eager``). The one answer for the runtime, the planner and the batch-size
+    finder's compiled tries."""
     if plan == "eager":
         return []
-    if plan == "regional":
+    if plan in ("regional", "auto"):
         return find_repeated_blocks(model) or [model]
     return [model]
 

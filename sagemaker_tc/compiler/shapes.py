@@ -213,7 +213,10 @@ class ShapePolicy:
         """``batch`` padded to its :meth:`target` now, and counted (a batch without a sequence tensor
         comes back as a plain copy, counted as not padded)."""
         length = _sequence_length(batch)
-        padded = dict(batch) if length is None else _padded(batch, length, self.target(length), self.pad_token_id, self.left)
+        if length is None:
+            padded = dict(batch)
+        else:
+            padded = _padded(batch, length, self.target(length), self.pad_token_id, self.left)
         if self.stats is not None:
             self.stats.record(*padding_added(batch, padded))
         return padded
