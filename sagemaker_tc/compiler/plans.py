@@ -39,8 +39,6 @@ from sagemaker_tc.compiler.shapes import bucket_count, plan_recompile_budget
 if TYPE_CHECKING:
     import torch
 
-PLAN_NAMES: tuple[str, ...] = ("eager", "regional", "model", "step")
-
 
 class GuardedCall:
     """Installed in a module's compiled-call slot: the plan's compiled call, with eager fallback.

@@ -76,8 +76,6 @@ class StepTimer:
         self._begun_at: float | None = None
         self._begin_event: Any = None
         self._variant = "eager"
-        self.steps_begun = 0
-        self.steps_ended = 0
         self.compiles_in_steps = 0
 
     # -- events ----------------------------------------------------------------------------------
@@ -105,7 +103,6 @@ class StepTimer:
             self._begun_at = time.perf_counter()
             self._compiles_at_begin = self._compiles
             self._variant = self._label() if self._label is not None else "eager"
-            self.steps_begun += 1
             self._begin_event = _record_event() if cuda else None
 
     def end_step(self, samples: int) -> None:
@@ -116,7 +113,6 @@ class StepTimer:
             if self._begun_at is None:
                 return
             compiled = self._compiles != self._compiles_at_begin
-            self.steps_ended += 1
             if self._begin_event is None or not cuda:  # host-timed; queued behind CUDA steps in flight
                 seconds = time.perf_counter() - self._begun_at
                 self._pending.append(_Ended(int(samples), compiled, self._variant, None, None, seconds))
