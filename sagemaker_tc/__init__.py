@@ -56,7 +56,7 @@ _LAZY = {
     "TrainingInput": "sagemaker_tc.sdk.inputs",
     "FileSystemInput": "sagemaker_tc.sdk.inputs",
     "compile_model": "sagemaker_tc.integrations.pytorch",
-    "BucketCollator": "sagemaker_tc.compiler.shapes",
+    "BucketCollator": "sagemaker_tc.compiler.collator",
     "pad_to_bucket": "sagemaker_tc.compiler.shapes",
     "tune_batch_size": "sagemaker_tc.tuning.api",
     "find_max_batch": "sagemaker_tc.tuning.finder",

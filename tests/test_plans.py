@@ -277,7 +277,7 @@ def test_the_cuda_timer_reads_events_without_waiting_until_flushed():
 def test_bucket_lengths_are_learned_from_the_lengths_the_eager_steps_saw():
     from collections import Counter
 
-    from sagemaker_tc.compiler.shape_policy import learned_granularity, rounded_up
+    from sagemaker_tc.compiler.shapes import learned_granularity, rounded_up
 
     assert learned_granularity(Counter()) == 8
     assert learned_granularity(Counter({29: 1, 38: 2, 45: 1})) == 8  # spread 17 -> 5 -> 8
@@ -286,8 +286,7 @@ def test_bucket_lengths_are_learned_from_the_lengths_the_eager_steps_saw():
 
 
 def test_the_shape_policy_pads_only_while_a_compiled_plan_runs():
-    from sagemaker_tc.compiler.shape_policy import ShapePolicy
-    from sagemaker_tc.compiler.shapes import BucketStats
+    from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 
     stats = BucketStats()
     policy = ShapePolicy("auto", small_bert(), stats)
@@ -303,6 +302,49 @@ def test_the_shape_policy_pads_only_while_a_compiled_plan_runs():
     assert summary["batches_per_length"] == {"16": 1} and summary["padded_token_share"] == 4 / 16
     policy.set_padding(False)
     assert policy.apply(batch(12))["input_ids"].shape == (4, 12)
+
+
+def test_plan_modules_is_the_one_answer_to_what_a_plan_compiles():
+    from sagemaker_tc.compiler.plans import plan_modules
+
+    model = small_bert()
+    layers = list(model.bert.encoder.layer)
+    assert plan_modules(model, "regional") == layers and plan_modules(model, "auto") == layers  # auto: cheapest
+    assert plan_modules(model, "model") == [model] and plan_modules(model, "step") == [model]
+    linear = torch.nn.Linear(2, 2)
+    assert plan_modules(model, "eager") == [] and plan_modules(linear, "auto") == [linear]  # no blocks: whole
+
+
+def test_the_shape_policy_pads_a_dataloaders_batches_on_the_host():
+    """backend="xla" pads a Trainer's batches in the collate function, by the same rule as at the call."""
+    from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
+
+    stats = BucketStats()
+    policy = ShapePolicy([16, 32], small_bert(), stats)
+    collate = policy.wrap_collate(lambda samples: batch(samples[0]))
+    assert collate([12])["input_ids"].shape == (4, 12) and policy.seen == {12: 1}  # eager: never padded
+    policy.set_padding(True)
+    assert collate([20])["input_ids"].shape == (4, 32)
+    assert policy.wrap_collate(lambda samples: tuple(samples))([1, 2]) == (1, 2)  # not a mapping: as it came
+    assert stats.summary()["batches_per_length"] == {"32": 1} and stats.summary()["policy"] == "fixed"
+
+
+def test_a_bucketing_collator_pads_for_the_session_and_its_policy_stands_down():
+    from sagemaker_tc import BucketCollator
+    from sagemaker_tc.compiler.session import CompilerSession
+    from sagemaker_tc.compiler.shapes import ShapePolicy
+
+    session = CompilerSession(TrainingCompilerConfig()).open()
+    try:
+        policy = ShapePolicy("auto", small_bert(), session.buckets)
+        collate = BucketCollator(lambda samples: batch(samples[0]), buckets=[16, 32])
+        assert collate.stats is session.buckets and session.buckets.policy == "collator"
+        assert collate([12])["input_ids"].shape == (4, 12)  # the session runs eager: no padding
+        policy.set_padding(True)
+        assert policy.padding is False and policy.apply(batch(12))["input_ids"].shape == (4, 12)
+        assert session.buckets.summary()["unbucketed_batches"] == 1
+    finally:
+        session.close()
 
 
 def test_plan_history_round_trips_and_merges_per_workload(tmp_path):

@@ -139,3 +139,14 @@ def test_report_of_an_auto_job_too_short_to_decide_says_so():
     assert report["fallback_reason"] == (
         "plan='auto' kept eager: the job ended after 3 step(s), during plan='auto''s eager steps, before any decision"
     )
+
+
+def test_the_steady_steps_leave_out_the_first_step_and_the_compiling_ones():
+    from sagemaker_tc.compiler.steps import steady_median, steady_steps
+
+    records = steps((3.0, 8, False), (1.0, 8, False), (9.0, 8, True), (2.0, 8, False))
+    assert [r.seconds for r in steady_steps(records)] == [1.0, 2.0]  # the first step warms up, even eager
+    assert summarize(records).steady_step_seconds == 1.5 and steady_median(records) == 1.5
+    assert [r.seconds for r in steady_steps(steps((3.0, 8, False)))] == [3.0]  # the only step counts
+    mixed = [StepRecord(1.0, 8, False, "eager"), StepRecord(2.0, 8, False, "eager"), StepRecord(0.5, 8, False, "x")]
+    assert [r.seconds for r in steady_steps(mixed, "eager")] == [2.0]

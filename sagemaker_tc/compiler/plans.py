@@ -39,8 +39,6 @@ from sagemaker_tc.compiler.shapes import bucket_count, plan_recompile_budget
 if TYPE_CHECKING:
     import torch
 
-PLAN_NAMES: tuple[str, ...] = ("eager", "regional", "model", "step")
-
 
 class GuardedCall:
     """Installed in a module's compiled-call slot: the plan's compiled call, with eager fallback.
@@ -109,11 +107,13 @@ class PlanSlots:
 
 
 def plan_modules(model: torch.nn.Module, plan: str) -> list[torch.nn.Module]:
-    """The modules ``plan`` compiles on ``model``: the repeated blocks (``regional``; the whole model
-    when it has none), the model itself (``model``, ``step``), nothing (``eager``)."""
+    """The modules ``plan`` compiles on ``model``: the repeated blocks (``regional``, and ``auto``,
+    whose cheapest plan it is; the whole model when it has none), the model itself (``model``,
+    ``step``), nothing (``eager``). The one answer for the runtime, the planner and the batch-size
+    finder's compiled tries."""
     if plan == "eager":
         return []
-    if plan == "regional":
+    if plan in ("regional", "auto"):
         return find_repeated_blocks(model) or [model]
     return [model]
 

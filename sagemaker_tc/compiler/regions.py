@@ -60,14 +60,6 @@ def find_repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return []
 
 
-def regions_for(model: torch.nn.Module, config: TrainingCompilerConfig) -> tuple[list[torch.nn.Module], bool]:
-    """The modules a one-graph-per-region compile of ``model`` covers for ``config``: the repeated
-    blocks for plan ``regional`` (and ``auto``, whose cheapest plan it is) when the model has them,
-    else the whole model. Returns ``(regions, regional)`` (the batch-size finder's compiled tries)."""
-    blocks = find_repeated_blocks(model) if config.resolved_plan in ("regional", "auto") else []
-    return (blocks, True) if blocks else ([model], False)
-
-
 def compile_region(region: torch.nn.Module, **kwargs: object) -> Any:
     """``torch.compile`` of the region's own call (hooks included), as ``Module.compile()`` does;
     the caller installs it with :func:`sagemaker_tc._internals.set_compiled_call`."""
@@ -94,13 +86,6 @@ def compile_plan_call(tag: str, recompile_limit: int, **kwargs: object) -> Any:
             _internals.module_call_function(), recompile_limit=recompile_limit, isolate_recompiles=True, **kwargs
         )
     return torch.compile(_internals.module_call_function(copy_tag=tag), **kwargs)
-
-
-def describe(regions: list[torch.nn.Module], regional: bool) -> CompilePlan:
-    """The :class:`CompilePlan` for what :func:`regions_for` returned."""
-    return CompilePlan(
-        regional=regional, block_class=type(regions[0]).__name__ if regional else None, num_regions=len(regions)
-    )
 
 
 def compile_kwargs(config: TrainingCompilerConfig) -> dict[str, object]:

@@ -34,8 +34,7 @@ from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, de
 from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.schedule import Schedule
-from sagemaker_tc.compiler.shape_policy import ShapePolicy
-from sagemaker_tc.compiler.shapes import BucketStats
+from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError

@@ -1,29 +1,51 @@
-"""Shape policy against recompiles: pad each batch's sequence length up to a bucket length.
+"""The one padding mechanism against recompiles: which length a batch is padded to, and the padding.
 
 Dynamic padding (Hugging Face's ``DataCollatorWithPadding``, the usual collator) gives every batch
 its own sequence length. Compiled with static shapes that is one graph per length until dynamo's
 ``recompile_limit`` (8 per code object) is hit, after which dynamo silently runs eager; padding
 everything to ``max_length`` (SMTC's advice) wastes compute on padding. Bucketing sits between the
-two: a batch of length ``T`` is padded to the smallest bucket ``>= T``, so an epoch compiles at most
-one graph per bucket and pads at most to the next bucket.
+two: a batch of length ``T`` is padded to the next bucket length ``>= T``, so an epoch compiles at
+most one graph per bucket and pads at most to the next bucket.
+
+:class:`ShapePolicy` is the rule, for every place that pads: its :meth:`~ShapePolicy.target` is the
+length a batch of ``T`` tokens is padded to, and :meth:`~ShapePolicy.pad` pads the batch's tensors
+and counts it (:class:`BucketStats`, the report's ``shapes``). The lengths:
+
+- ``buckets=[...]``: the next listed length (:func:`bucket_for`);
+- ``buckets="auto"``: the next multiple of a granularity learned from the lengths actually seen in
+  the eager steps before (:func:`learned_granularity`): the spread of those lengths split in
+  :data:`TARGET_GRAPHS` steps, at least :data:`MIN_GRANULARITY` tokens. Each multiple is one static
+  graph (compiled when first met), and no row gets more than granularity - 1 pad tokens;
+- ``buckets=None``: never (the compiled graphs take dynamic shapes).
+
+Three places pad with it. The session's policy (the config's ``buckets``) pads each training call
+at the model's call while a compiled plan runs (eager never pads: padding is only worth its extra
+tokens when it saves compiles), on the right, so nothing waits for the device; with
+``backend="xla"`` it pads a ``Trainer``'s batches in the dataloader instead, on the host
+(:meth:`ShapePolicy.wrap_collate`). A script's own
+:class:`~sagemaker_tc.compiler.collator.BucketCollator` holds a policy with a bucket list
+(:func:`auto_buckets` by default) and pads for the session instead.
 
 Works on the mapping batches Hugging Face collators produce (``input_ids``, ``attention_mask``,
 ``token_type_ids``, ``labels``, ...): every tensor whose dim 1 has the batch's sequence length is
-padded along dim 1 with its key's pad value. Padding follows the batch's side (left when the
-attention mask shows left padding, else right).
+padded along dim 1 with its key's pad value.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sagemaker_tc.config_rules import bucket_problem
 from sagemaker_tc.errors import CollatorArgumentError
 
 AUTO_MIN_BUCKET = 16
+MIN_GRANULARITY = 8
+"""Learned bucket lengths are multiples of at least 8 tokens (GPU matrix shapes like multiples of 8)."""
+TARGET_GRAPHS = 4
+"""The spread of lengths seen is split into about this many buckets."""
 # The length tensors are read from, in order; inputs_embeds is [B, T, H].
 _LENGTH_KEYS = ("input_ids", "attention_mask", "inputs_embeds")
 # Pad value per key; other keys pad with 0. -100 is PyTorch's CrossEntropyLoss ignore_index, the
@@ -63,6 +85,25 @@ def bucket_for(length: int, buckets: Sequence[int]) -> int:
     return length
 
 
+def learned_granularity(lengths: Counter[int] | Mapping[int, int]) -> int:
+    """The bucket granularity for the sequence lengths seen: ``(longest - shortest + 1) /
+    TARGET_GRAPHS`` rounded up to a multiple of :data:`MIN_GRANULARITY` (at least that)."""
+    if not lengths:
+        return MIN_GRANULARITY
+    spread = max(lengths) - min(lengths) + 1
+    step = math.ceil(spread / TARGET_GRAPHS)
+    return max(MIN_GRANULARITY, MIN_GRANULARITY * math.ceil(step / MIN_GRANULARITY))
+
+
+def rounded_up(length: int, granularity: int, max_length: int | None) -> int:
+    """``length`` rounded up to a multiple of ``granularity``, never past ``max_length`` (the model's
+    positions) and never below ``length``."""
+    target = granularity * math.ceil(length / granularity)
+    if max_length is not None and target > max_length:
+        target = max(length, max_length)
+    return target
+
+
 def _sequence_length(batch: Mapping[str, Any]) -> int | None:
     import torch
 
@@ -85,7 +126,7 @@ def _pads_left(batch: Mapping[str, Any]) -> bool:
 def pad_to_bucket(
     batch: Mapping[str, Any], buckets: Sequence[int], pad_token_id: int = 0, left: bool | None = None
 ) -> dict[str, Any]:
-    """Pad a collated batch's sequence dimension up to its bucket.
+    """Pad a collated batch's sequence dimension up to its bucket (:func:`bucket_for`).
 
     Args:
         batch: a mapping of tensors; sequence tensors are ``[B, T, ...]``.
@@ -101,14 +142,18 @@ def pad_to_bucket(
         ``pad_token_id``, ``labels`` with -100, others with 0); everything else unchanged. A batch
         with no sequence tensor comes back as a plain copy.
     """
+    length = _sequence_length(batch)
+    if length is None:
+        return dict(batch)
+    return _padded(batch, length, bucket_for(length, buckets), pad_token_id, left)
+
+
+def _padded(batch: Mapping[str, Any], length: int, target: int, pad_token_id: int, left: bool | None) -> dict[str, Any]:
+    """``batch`` (sequence length ``length``) with its sequence tensors padded to ``target``."""
     import torch
 
     out = dict(batch)
-    length = _sequence_length(batch)
-    if length is None:
-        return out
-    target = bucket_for(length, buckets)
-    if target == length:
+    if target <= length:
         return out
     left = _pads_left(batch) if left is None else left
     for key, value in batch.items():
@@ -120,6 +165,101 @@ def pad_to_bucket(
         pad = torch.full(pad_shape, fill, dtype=value.dtype, device=value.device)
         out[key] = torch.cat([pad, value] if left else [value, pad], dim=1)
     return out
+
+
+class ShapePolicy:
+    """The padding rule (module docstring): which length a batch is padded to, the padding, and, for
+    the session's policy, when it pads.
+
+    Args:
+        setting: bucket lengths (a list), ``"auto"`` (learned) or None (never pads).
+        model: the model, if known: its ``config.max_position_embeddings`` caps ``"auto"`` lengths,
+            its ``config.pad_token_id`` pads ``input_ids`` (else 0).
+        stats: where padded batches are counted (None: nowhere). A session's policy stands down while
+            a bucketing collator registered there pads instead (``stats.active``).
+        pad_token_id: pads ``input_ids`` instead of the model's.
+        left: pad on the left; None follows each batch (reads its attention mask: host-side batches
+            only); False (the default) pads right, which keeps every real token's position and loss.
+    """
+
+    def __init__(
+        self,
+        setting: list[int] | str | None,
+        model: Any = None,
+        stats: BucketStats | None = None,
+        *,
+        pad_token_id: int | None = None,
+        left: bool | None = False,
+    ) -> None:
+        self.setting = setting
+        self.stats = stats
+        max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        self.max_length = max_length if isinstance(max_length, int) and max_length > 0 else None
+        self.pad_token_id = pad_token_id_for(model) if pad_token_id is None else pad_token_id
+        self.left = left
+        self.seen: Counter[int] = Counter()
+        self.granularity: int | None = None
+        self.padding = False
+        if setting is not None and stats is not None:
+            stats.policy = "fixed" if isinstance(setting, list) else "learned"
+
+    def target(self, length: int) -> int:
+        """The length a batch of ``length`` tokens is padded to (never shorter)."""
+        if isinstance(self.setting, list):
+            return bucket_for(length, self.setting)
+        return rounded_up(length, self.granularity or MIN_GRANULARITY, self.max_length)
+
+    def pad(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+        """``batch`` padded to its :meth:`target` now, and counted (a batch without a sequence tensor
+        comes back as a plain copy, counted as not padded)."""
+        length = _sequence_length(batch)
+        if length is None:
+            padded = dict(batch)
+        else:
+            padded = _padded(batch, length, self.target(length), self.pad_token_id, self.left)
+        if self.stats is not None:
+            self.stats.record(*padding_added(batch, padded))
+        return padded
+
+    def set_padding(self, on: bool) -> None:
+        """Pad from now on (a compiled plan runs) or not (eager). The first time, ``"auto"`` learns
+        its granularity from the lengths seen so far. A registered bucketing collator pads instead."""
+        on = on and self.setting is not None and not self._collator_pads()
+        if on and self.setting == "auto" and self.granularity is None:
+            self.granularity = learned_granularity(self.seen)
+        self.padding = on
+
+    def apply(self, batch: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A training batch (a call's keyword arguments), padded when the policy pads now, else its
+        length noted for ``"auto"``. Padding on the right reads shapes only: nothing waits for the device."""
+        length = _sequence_length(batch)
+        if length is None or self._collator_pads():
+            return batch
+        if not self.padding:
+            self.seen[length] += 1
+            return batch
+        return self.pad(batch)
+
+    def wrap_collate(self, collate_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``collate_fn`` with :meth:`apply` on each mapping batch it returns: padding on the host,
+        before a dataloader moves the batch to the device."""
+
+        def padded(samples: Any) -> Any:
+            batch = collate_fn(samples)
+            return self.apply(dict(batch)) if isinstance(batch, Mapping) else batch
+
+        return padded
+
+    def _collator_pads(self) -> bool:
+        return self.stats is not None and self.stats.active
+
+    def describe(self) -> dict[str, Any]:
+        """The policy for the report: setting, granularity learned, lengths seen while eager."""
+        return {
+            "buckets": self.setting,
+            "granularity": self.granularity,
+            "lengths_seen_eager": {str(k): v for k, v in sorted(self.seen.items())},
+        }
 
 
 class BucketStats:
@@ -179,82 +319,6 @@ class BucketStats:
             }
 
 
-class BucketCollator:
-    """Wrap a collate function so its batches come out padded to bucket lengths.
-
-    ``DataLoader(dataset, collate_fn=BucketCollator(DataCollatorWithPadding(tokenizer)))`` in a plain
-    loop; the Hugging Face ``Trainer`` integration wraps the training dataloader's collate function
-    itself. Batches that are not mappings (tuples, lists) pass through unchanged and are counted as
-    unbucketed in the report. The collator joins the compiler session of the process (the job's, or
-    the one ``compile_model`` opened) when it is built or first called, and counts its batches there.
-
-    Args:
-        collate_fn: the collate function to wrap (a list of samples -> a batch).
-        buckets: increasing bucket lengths, or None for :func:`auto_buckets` of ``max_length``.
-        pad_token_id: pad value for ``input_ids``.
-        max_length: the model's maximum sequence length (for automatic buckets).
-
-    Raises:
-        CollatorArgumentError: ``collate_fn`` is not callable; ``buckets`` that
-            ``TrainingCompilerConfig(buckets=...)`` refuses (empty, more than 16, not increasing, above
-            2**20); a ``max_length`` below 1.
-    """
-
-    def __init__(
-        self,
-        collate_fn: Callable[[list[Any]], Any],
-        buckets: Sequence[int] | None = None,
-        pad_token_id: int = 0,
-        max_length: int | None = None,
-    ) -> None:
-        if not callable(collate_fn):
-            raise CollatorArgumentError(
-                f"BucketCollator wraps a collate function (a list of samples -> a batch), got "
-                f"{type(collate_fn).__name__} {collate_fn!r}; e.g. BucketCollator(DataCollatorWithPadding(tokenizer)), "
-                "or torch.utils.data.default_collate"
-            )
-        lengths = list(buckets) if isinstance(buckets, Sequence) and not isinstance(buckets, str) else buckets
-        problem = bucket_problem(lengths)
-        if buckets is not None and problem is not None:
-            raise CollatorArgumentError(f"BucketCollator(buckets={buckets!r}): {problem}")
-        self.collate_fn = collate_fn
-        self.buckets = list(buckets) if buckets is not None else auto_buckets(max_length)
-        self.pad_token_id = pad_token_id
-        self.stats: BucketStats | None = None
-        self._join_session()
-
-    def _join_session(self) -> None:
-        from sagemaker_tc.compiler.session import current_session
-
-        session = current_session()
-        if session is not None:
-            self.stats = session.use_buckets(self.buckets)
-
-    def __call__(self, samples: list[Any]) -> Any:
-        if self.stats is None:
-            self._join_session()
-        batch = self.collate_fn(samples)
-        if not isinstance(batch, Mapping):
-            if self.stats is not None:
-                self.stats.record(None)
-            return batch
-        if not self._pads():
-            if self.stats is not None:
-                self.stats.record(None)
-            return batch
-        padded = pad_to_bucket(batch, self.buckets, self.pad_token_id)
-        if self.stats is not None:
-            self.stats.record(*padding_added(batch, padded))
-        return padded
-
-    def _pads(self) -> bool:
-        """Pad while the session runs a compiled plan (eager never pads); always without a session."""
-        from sagemaker_tc.compiler.session import current_session
-
-        session = current_session()
-        return session is None or session.runtime.pads_training_batches
-
-
 def padding_added(batch: Mapping[str, Any], padded: Mapping[str, Any]) -> tuple[int | None, int, int]:
     """``(padded length, rows, tokens added)`` of a batch before and after :func:`pad_to_bucket`
     (shapes only: no tensor is read)."""
@@ -304,18 +368,6 @@ def plan_recompile_budget(regions: int, buckets: int) -> int:
     job (stopping endless recompiles) is done by the buckets.
     """
     return max(8, 2 * max(1, regions) * (max(1, buckets) + 1))
-
-
-def buckets_for_model(setting: list[int] | str | None, model: Any) -> list[int] | None:
-    """The bucket lengths a config's ``buckets`` setting means for ``model``: None (off), the list
-    itself, or for ``"auto"`` :func:`auto_buckets` of the model's ``config.max_position_embeddings``
-    (Hugging Face models; else 512)."""
-    if setting is None:
-        return None
-    if isinstance(setting, list):
-        return setting
-    max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    return auto_buckets(max_length if isinstance(max_length, int) and max_length > 0 else None)
 
 
 def pad_token_id_for(model: Any) -> int:

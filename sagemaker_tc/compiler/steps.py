@@ -70,15 +70,12 @@ class StepTimer:
         self._pending: deque[_Ended] = deque()
         self._label = label
         self._use_cuda = use_cuda
-        self._listeners: list[Callable[[StepRecord], None]] = []
         self._on_step_ended: list[Callable[[], None]] = []
         self._compiles = 0
         self._compiles_at_begin = 0
         self._begun_at: float | None = None
         self._begin_event: Any = None
         self._variant = "eager"
-        self.steps_begun = 0
-        self.steps_ended = 0
         self.compiles_in_steps = 0
 
     # -- events ----------------------------------------------------------------------------------
@@ -88,10 +85,6 @@ class StepTimer:
             self._compiles += 1
             if self._begun_at is not None:
                 self.compiles_in_steps += 1
-
-    def add_listener(self, listener: Callable[[StepRecord], None]) -> None:
-        """Call ``listener(record)`` for each step once its time is known (in step order)."""
-        self._listeners.append(listener)
 
     def add_step_end_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` right after each step ends, before its time is known (the runtime
@@ -110,7 +103,6 @@ class StepTimer:
             self._begun_at = time.perf_counter()
             self._compiles_at_begin = self._compiles
             self._variant = self._label() if self._label is not None else "eager"
-            self.steps_begun += 1
             self._begin_event = _record_event() if cuda else None
 
     def end_step(self, samples: int) -> None:
@@ -121,15 +113,13 @@ class StepTimer:
             if self._begun_at is None:
                 return
             compiled = self._compiles != self._compiles_at_begin
-            self.steps_ended += 1
             if self._begin_event is None or not cuda:  # host-timed; queued behind CUDA steps in flight
                 seconds = time.perf_counter() - self._begun_at
                 self._pending.append(_Ended(int(samples), compiled, self._variant, None, None, seconds))
             else:
                 self._pending.append(_Ended(int(samples), compiled, self._variant, self._begin_event, _record_event()))
             self._begun_at = None
-            ready = self._resolve(block=False)
-        self._publish(ready)
+            self._resolve(block=False)
         for callback in self._on_step_ended:
             callback()
 
@@ -137,15 +127,16 @@ class StepTimer:
         """Wait for every ended step's CUDA events (one host sync, for the report or a decision) and
         return all records."""
         with self._lock:
-            ready = self._resolve(block=True)
-        self._publish(ready)
-        return list(self.records)
+            self._resolve(block=True)
+            return list(self.records)
 
     # -- internals ---------------------------------------------------------------------------------
     def _cuda(self) -> bool:
         return _cuda_in_use() if self._use_cuda is None else self._use_cuda
 
-    def _resolve(self, *, block: bool) -> list[StepRecord]:
+    def _resolve(self, *, block: bool) -> None:
+        """Move the ended steps whose times are known (all, waiting for them, with ``block``) to
+        :attr:`records`, in step order."""
         ready = []
         while self._pending:
             ended = self._pending[0]
@@ -160,12 +151,6 @@ class StepTimer:
             ready.append(StepRecord(seconds, ended.samples, ended.compiled_during, ended.variant))
             self._pending.popleft()
         self.records.extend(ready)
-        return ready
-
-    def _publish(self, records: list[StepRecord]) -> None:
-        for record in records:
-            for listener in self._listeners:
-                listener(record)
 
 
 def _record_event() -> Any:
@@ -183,8 +168,8 @@ class StepSummary:
     Attributes:
         steps: optimizer steps measured.
         first_step_seconds: the first step's time, seconds (None without steps).
-        steady_step_seconds: median time of the steps during which nothing was compiled, seconds
-            (None when every step compiled).
+        steady_step_seconds: median time of the steady steps (:func:`steady_steps`), seconds (None
+            when there is none).
         compile_seconds: time the compiling steps took beyond steady state, seconds: for each step
             during which torch compiled, its time minus ``steady_step_seconds`` (>= 0), summed.
             With one compile this is the first-step overhead; recompiles add theirs.
@@ -206,7 +191,7 @@ def summarize(steps: list[StepRecord], variant: str | None = None) -> StepSummar
     """
     if not steps:
         return StepSummary(0, None, None, None, None)
-    steady = [s for s in steps if not s.compiled_during and (variant is None or s.variant == variant)]
+    steady = steady_steps(steps, variant)
     steady_seconds = statistics.median(s.seconds for s in steady) if steady else None
     compile_seconds = None
     samples_per_second = None
@@ -224,14 +209,16 @@ def summarize(steps: list[StepRecord], variant: str | None = None) -> StepSummar
     )
 
 
-def steady_steps(records: list[StepRecord], skip_first: bool = True) -> list[StepRecord]:
-    """The steady steps: those that compiled nothing, leaving out the first (warm-up) when there is
-    more than one (the plan schedule's rule, and ``sagemaker-tc bench``'s)."""
-    candidates = records[1:] if skip_first and len(records) > 1 else records
-    return [r for r in candidates if not r.compiled_during]
+def steady_steps(records: list[StepRecord], variant: str | None = None) -> list[StepRecord]:
+    """The steady steps of ``records``, the one rule for every step-time figure (the report's, the
+    plan decision's, the benchmarks'): the steps after the first (warm-up: it allocates, loads
+    kernels and autotunes even eagerly; kept when it is the only step) during which torch compiled
+    nothing, and, with ``variant``, that ran that variant."""
+    candidates = records[1:] if len(records) > 1 else records
+    return [r for r in candidates if not r.compiled_during and (variant is None or r.variant == variant)]
 
 
-def steady_median(records: list[StepRecord], skip_first: bool = True) -> float | None:
-    """Median seconds of the :func:`steady_steps`; None when none is left."""
-    steady = [r.seconds for r in steady_steps(records, skip_first)]
-    return statistics.median(steady) if steady else None
+def steady_median(records: list[StepRecord]) -> float | None:
+    """Median seconds of the :func:`steady_steps` of ``records``; None when there is none."""
+    steady = steady_steps(records)
+    return statistics.median(r.seconds for r in steady) if steady else None

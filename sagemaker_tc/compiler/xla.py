@@ -45,7 +45,7 @@ from sagemaker_tc.compiler.failures import error_summary
 from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached
-from sagemaker_tc.compiler.shape_policy import ShapePolicy
+from sagemaker_tc.compiler.shapes import ShapePolicy
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
 
@@ -192,7 +192,8 @@ class XlaRuntime(CompilerRuntime):
     def pad_batches_on_host(self, dataloader: Any) -> bool:
         """Pad each batch to its bucket in ``dataloader``'s collate function, on the host, before a
         ``Trainer``'s dataloader moves it to the XLA device (accelerate's ``MpDeviceLoaderWrapper``
-        around a ``DataLoader``). Returns False when no ``DataLoader`` is found inside."""
+        around a ``DataLoader``), by the session's shape policy. Returns False when no ``DataLoader``
+        is found inside."""
         from torch.utils.data import DataLoader
 
         from sagemaker_tc import _internals
@@ -200,13 +201,7 @@ class XlaRuntime(CompilerRuntime):
         loader = _internals.innermost_dataloader(dataloader)
         if not isinstance(loader, DataLoader) or self.shapes is None:
             return False
-        collate, shapes = loader.collate_fn, self.shapes
-
-        def padded(samples: Any) -> Any:
-            batch = collate(samples)
-            return shapes.apply(dict(batch)) if hasattr(batch, "keys") else batch
-
-        loader.collate_fn = padded
+        loader.collate_fn = self.shapes.wrap_collate(loader.collate_fn)
         return True
 
     def _to_device(self, value: Any) -> Any:

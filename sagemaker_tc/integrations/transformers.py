@@ -37,7 +37,7 @@ def prepare_training(
     Trainer's parts directly), through the integrations' common setup
     (:func:`sagemaker_tc.integrations.core.prepare_model`: ``use_cache`` off while training, one log
     line). Training batches are padded to buckets at the model's call, while a compiled plan runs
-    (:mod:`sagemaker_tc.compiler.shape_policy`); with ``backend="xla"`` in ``train_dataloader``'s
+    (:mod:`sagemaker_tc.compiler.shapes`); with ``backend="xla"`` in ``train_dataloader``'s
     collate function instead, on the host (the dataloader moves each batch to the XLA device before
     the model's call)."""
     if optimizer is not None:

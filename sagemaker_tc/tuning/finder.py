@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler.failures import is_out_of_memory
 from sagemaker_tc.compiler.loss import compute_loss
-from sagemaker_tc.compiler.regions import compile_kwargs, compile_region, regions_for
+from sagemaker_tc.compiler.plans import plan_modules
+from sagemaker_tc.compiler.regions import compile_kwargs, compile_region
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import MemoryBudget, PeakMemory, format_bytes, resolve_budget, tensor_bytes
@@ -123,7 +124,7 @@ def _compiled_regions(model: torch.nn.Module, config: TrainingCompilerConfig) ->
     describes training alone.
     """
     kwargs = {**compile_kwargs(config), "dynamic": True}
-    regions, _ = regions_for(model, config)
+    regions = plan_modules(model, config.resolved_plan)
     previous = [_internals.compiled_call(region) for region in regions]
     with _internals.dynamo_state_kept():
         for region in regions:
