@@ -202,6 +202,32 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
     auto.detach()
 
 
+
+def test_a_plan_is_torch_compiled_only_when_a_call_first_runs_it():
+    """Plans held ready cost no ``torch.compile`` call (issue 23: staying eager costs nothing): under
+    ``auto`` nothing is compiled while the job runs eagerly, and a plan that runs compiles just the
+    variant its calls use."""
+    model = small_bert()
+    auto = runtime.CompilerRuntime()
+    auto.attach(model, TrainingCompilerConfig(baseline_steps=3))
+    assert auto.active == "eager" and auto.prepared_plans() == ["regional", "model", "step"]
+    model(**batch(0)).loss.backward()
+    assert {plan: variants.compiled() for plan, variants in auto._functions.items()} == {
+        "regional": [],
+        "model": [],
+        "step": [],
+    }
+    auto.detach()
+
+    model = small_bert()
+    explicit = runtime.CompilerRuntime()
+    explicit.attach(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
+    assert explicit.active == "regional" and explicit._functions["regional"].compiled() == []
+    model(**batch(1)).loss.backward()
+    assert explicit._functions["regional"].compiled() == ["static"]  # bucketed training shapes, no CUDA graphs
+    assert set(explicit._functions) == {"regional"}
+    explicit.detach()
+
 # -- the optimizer put back exactly --------------------------------------------------------------------
 def _optimizer_facts(optimizer) -> tuple:
     groups = [

@@ -21,7 +21,7 @@ import copy
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -174,7 +174,7 @@ class CompilerRuntime:
         functions = self._plan_functions(model, plan, config)
         return build_slots(model, plan, functions, self._variant, self.plan_failed, self._before_model_call)
 
-    def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> dict[str, Any]:
+    def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> Mapping[str, Any]:
         """The plan's compiled variants, one set per plan for every attached model
         (:func:`~.plans.compile_plan`)."""
         if plan not in self._functions:
@@ -225,7 +225,7 @@ class CompilerRuntime:
             return
         with self._lock:
             records = (lambda: self.timer.flush()) if self.timer is not None else list
-            plan = self.schedule.after_step(records, self._available_plans())
+            plan = self.schedule.after_step(records, self._available_plans)
             if plan is not None:
                 self._activate(self._effective(plan))
 

@@ -76,9 +76,11 @@ class Schedule:
         if steps is not None and steps > 0:
             self.job_steps, self.job_steps_source = int(steps), source
 
-    def after_step(self, records: Callable[[], list[StepRecord]], available: Sequence[str]) -> str | None:
+    def after_step(self, records: Callable[[], list[StepRecord]], available: Callable[[], Sequence[str]]) -> str | None:
         """Count a finished step; when it ends a phase, measure it and return the plan to run next
-        (``available``: the compiled plans ``auto`` may try). None: keep the current plan."""
+        (``available()``: the compiled plans ``auto`` may try, asked only then). None: keep the
+        current plan. Between phase ends this is a counter and a comparison: nothing on the step's
+        path walks the model or reads a step time."""
         self.steps += 1
         if not self.phases or self.phases[0].steps is None or self.steps - self.phase_start < self.phases[0].steps:
             return None
@@ -87,7 +89,7 @@ class Schedule:
             self._measure(phase, records())
         self.phase_start = self.steps
         if self.auto and not self.phases:
-            self._plan_next(available)
+            self._plan_next(available())
         return self.phases[0].plan if self.phases else self.chosen
 
     def invalidate(self, plan: str, reason: str) -> None:
