@@ -25,7 +25,7 @@ def toolkit_decode(hyperparameters: dict[str, str]) -> dict:
     [
         TrainingCompilerConfig(),
         TrainingCompilerConfig(enabled=False),
-        TrainingCompilerConfig(debug=True, mode="max-autotune", regional=False, dynamic=True, fullgraph=True),
+        TrainingCompilerConfig(debug=True, mode="max-autotune", plan="model", dynamic=True, fullgraph=True),
         TrainingCompilerConfig(backend="eager", dynamic=False),
     ],
 )
@@ -44,7 +44,7 @@ def test_round_trip_through_sagemaker_encoding(config):
     [
         TrainingCompilerConfig(),
         TrainingCompilerConfig(enabled=False),
-        TrainingCompilerConfig(debug=True, mode="max-autotune", regional=False, dynamic=True, fullgraph=True),
+        TrainingCompilerConfig(debug=True, mode="max-autotune", plan="model", dynamic=True, fullgraph=True),
         TrainingCompilerConfig(buckets=[32, 64, 128, 256], cache="s3://bucket/sagemaker-tc-cache", batch_size="auto"),
     ],
 )

@@ -37,7 +37,7 @@ def test_whole_model_compile_when_regional_is_off():
     from sagemaker_tc.compiler.runtime import CompilerRuntime
 
     model = tiny_bert()
-    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(regional=False, baseline_steps=0))
+    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(plan="model", baseline_steps=0))
     assert (plan.regional, plan.num_regions) == (False, 1)
     assert model._compiled_call_impl is not None
 
@@ -111,7 +111,7 @@ def test_launcher_never_overwrites_a_user_variable(caplog):
 
 
 def test_compiler_environment_by_config():
-    env = launcher.compiler_environment(TrainingCompilerConfig(debug=True, regional=False, dynamic=True), {})
+    env = launcher.compiler_environment(TrainingCompilerConfig(debug=True, plan="model", dynamic=True), {})
     assert env["TORCH_LOGS"] == "graph_breaks,recompiles"
     assert env[contract.ENV_CONFIGURED] == "1"
     assert not any(name.startswith("ACCELERATE_DYNAMO_") for name in env)  # compiled in process, not by accelerate
