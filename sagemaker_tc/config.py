@@ -166,9 +166,11 @@ class TrainingCompilerConfig(BaseModel):
     )
     buckets: list[int] | Literal["auto"] | None = Field(
         default=AUTO_BUCKETS,
-        description="Shape bucketing: pad each training batch's sequence length up to the next bucket, so one "
-        "epoch compiles at most one graph per bucket. 'auto': powers of two from 16 up to the model's maximum "
-        "length; a list of lengths; None turns bucketing off.",
+        description="Shape bucketing while a compiled plan runs (eager never pads): each training batch's sequence "
+        "length is padded up, so one epoch compiles at most one graph per padded length. 'auto': to the next "
+        "multiple of a step learned from the lengths the eager steps saw (their spread, longest - shortest + 1, "
+        "split in 4 and rounded up to a multiple of 8 tokens, at least 8), never past the model's maximum length; "
+        "a list of lengths: to the next listed length; None turns bucketing off (dynamic shapes).",
     )
     cache: str | None = Field(
         default=None,
@@ -181,7 +183,7 @@ class TrainingCompilerConfig(BaseModel):
         le=100,
         description="Optimizer steps run uncompiled first (the first one as warm-up) to measure the eager step for "
         "break_even_steps. 0 compiles from the first step (with an explicit plan; plan='auto' always measures at "
-        "least 3 eager steps).",
+        "least 5 eager steps).",
     )
     expected_steps: int | None = Field(
         default=None,
@@ -220,8 +222,8 @@ class TrainingCompilerConfig(BaseModel):
     max_batch_size: int = Field(
         default=1024,
         ge=1,
-        le=65536,
-        description="Largest per-device batch batch_size='auto' tries (at most 65536).",
+        le=config_rules.MAX_BATCH,
+        description=f"Largest per-device batch batch_size='auto' tries (at most {config_rules.MAX_BATCH}).",
     )
     batch_size_multiple: int = Field(
         default=1,
