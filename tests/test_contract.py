@@ -31,7 +31,12 @@ def toolkit_decode(hyperparameters: dict[str, str]) -> dict:
 )
 def test_round_trip_through_sagemaker_encoding(config):
     wire = encode_hyperparameters(contract.encode(config, entry_point="sub dir/train.py"), allow_reserved=True)
-    assert all(isinstance(value, str) for value in wire.values())
+    # SDK v2's wire for SMTC's two flags (lower-case JSON booleans), and no other key but the settings.
+    assert (wire[contract.HP_ENABLED], wire[contract.HP_DEBUG]) == (
+        str(config.enabled).lower(),
+        str(config.debug).lower(),
+    )
+    assert set(wire) == {contract.HP_ENABLED, contract.HP_DEBUG, contract.HP_SETTINGS}
     settings = contract.decode(toolkit_decode(wire))
     assert settings.config == config
     assert settings.entry_point == "sub dir/train.py"
