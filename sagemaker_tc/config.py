@@ -333,11 +333,6 @@ class TrainingCompilerConfig(BaseModel):
         return self
 
     @property
-    def resolved_plan(self) -> str:
-        """The plan in force: ``plan``."""
-        return self.plan
-
-    @property
     def compiles(self) -> bool:
         """True when the job really compiles: enabled and a compiling backend (not ``eager``)."""
         return self.enabled and self.backend != "eager"

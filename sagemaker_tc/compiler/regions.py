@@ -64,7 +64,7 @@ def regions_for(model: torch.nn.Module, config: TrainingCompilerConfig) -> tuple
     """The modules a one-graph-per-region compile of ``model`` covers for ``config``: the repeated
     blocks for plan ``regional`` (and ``auto``, whose cheapest plan it is) when the model has them,
     else the whole model. Returns ``(regions, regional)`` (the batch-size finder's compiled tries)."""
-    blocks = find_repeated_blocks(model) if config.resolved_plan in ("regional", "auto") else []
+    blocks = find_repeated_blocks(model) if config.plan in ("regional", "auto") else []
     return (blocks, True) if blocks else ([model], False)
 
 

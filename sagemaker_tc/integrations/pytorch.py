@@ -176,7 +176,7 @@ def _compile(
             "Compiler for %s with %s: %s; policy %s",
             type(model).__name__,
             config.backend,
-            describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
+            describe(config.plan, plan.regional, plan.block_class, plan.num_regions),
             config.policy,
         )
     else:

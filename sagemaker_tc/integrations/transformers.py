@@ -65,7 +65,7 @@ def prepare_training(
         "Compiler for %s with %s: %s; policy %s",
         type(model).__name__,
         config.backend,
-        describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions),
+        describe(config.plan, plan.regional, plan.block_class, plan.num_regions),
         config.policy,
     )
 
