@@ -30,15 +30,15 @@ Backend = Literal["inductor", "eager", "xla"]
 Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 """torch.compile's ``mode`` values (torch 2.x)."""
 
-Policy = Literal["fallback", "strict", "auto"]
+Policy = Literal["fallback", "strict"]
 """What the runtime does about a compiler that fails:
 
 - ``fallback``: a compiler failure (no C++ compiler, a backend exception, an unsupported op) at any
   compiled call switches the job to eager with a loud warning; the report says ``compiled: false``
   and why.
 - ``strict``: a compiler failure raises :class:`~sagemaker_tc.errors.CompilerError`.
-- ``auto``: the same as ``fallback`` (kept for configs written before ``plan``; measuring the
-  options and keeping the fastest is what ``plan="auto"`` does).
+
+Measuring the options and keeping the fastest is ``plan="auto"``'s job, not the policy's.
 """
 
 Plan = Literal["auto", "regional", "model", "step"]
@@ -62,10 +62,23 @@ LrScaling = Literal["linear", "sqrt", "none"]
 :mod:`sagemaker_tc.tuning.scaling`."""
 
 
+# Spellings removed before the first release, each with what replaces it (its ConfigError says so).
+REMOVED_FIELDS = {
+    "regional": "regional= was removed before release: use plan='regional' for regional=True, plan='model' for "
+    "regional=False",
+}
+REMOVED_VALUES = {
+    ("policy", "auto"): "policy='auto' was removed before release: use policy='fallback' (what it did); measuring "
+    "the plans and keeping the fastest is plan='auto'",
+}
+
+
 def _describe_validation_error(error: ValidationError) -> str:
     """Turn pydantic's error list into one line per field: what was wrong, what is accepted.
 
-    A field whose type is a union (e.g. ``buckets``) gets one line listing each accepted form.
+    A field whose type is a union (e.g. ``buckets``) gets one line listing each accepted form. A field
+    or value removed before release (:data:`REMOVED_FIELDS`, :data:`REMOVED_VALUES`) gets a line
+    naming its replacement.
     """
     by_field: dict[str, list[dict[str, Any]]] = {}
     for item in error.errors():
@@ -73,7 +86,13 @@ def _describe_validation_error(error: ValidationError) -> str:
         by_field.setdefault(field, []).append(item)
     lines = []
     for field, items in by_field.items():
-        if items[0]["type"] == "extra_forbidden":
+        given = items[0].get("input")
+        removed_value = REMOVED_VALUES.get((field, given)) if isinstance(given, str) else None
+        if items[0]["type"] == "extra_forbidden" and field in REMOVED_FIELDS:
+            lines.append(f"{REMOVED_FIELDS[field]} (got {field}={given!r})")
+        elif removed_value is not None:
+            lines.append(f"{removed_value} (got {field}={given!r})")
+        elif items[0]["type"] == "extra_forbidden":
             accepted = ", ".join(TrainingCompilerConfig.model_fields)
             lines.append(f"unknown field {field!r} (accepted fields: {accepted})")
         elif len(items) == 1:
@@ -133,11 +152,6 @@ class TrainingCompilerConfig(BaseModel):
         description="Under plan='step', compile the optimizer update as one graph instead of its fused kernel "
         "(opt-in: no GPU result backs it yet; never CUDA-graphed).",
     )
-    regional: bool | None = Field(
-        default=None,
-        description="Older switch, kept as an alias: True means plan='regional', False means plan='model'. "
-        "None: plan decides.",
-    )
     dynamic: bool | None = Field(
         default=None,
         description="torch.compile's dynamic: None lets dynamo mark changing dims dynamic after the first "
@@ -148,14 +162,15 @@ class TrainingCompilerConfig(BaseModel):
         default="fallback",
         description="'fallback': a failing plan (or one out of memory) ends for the job, which steps back to the next "
         "safer plan (step, model, regional, eager) with a warning; 'strict': a compiler failure raises "
-        "CompilerError; 'auto': fallback, and keep the fastest of compiled/eager and fused/default optimizer "
-        "as measured in the first steps.",
+        "CompilerError.",
     )
     buckets: list[int] | Literal["auto"] | None = Field(
         default=AUTO_BUCKETS,
-        description="Shape bucketing: pad each training batch's sequence length up to the next bucket, so one "
-        "epoch compiles at most one graph per bucket. 'auto': powers of two from 16 up to the model's maximum "
-        "length; a list of lengths; None turns bucketing off.",
+        description="Shape bucketing while a compiled plan runs (eager never pads): each training batch's sequence "
+        "length is padded up, so one epoch compiles at most one graph per padded length. 'auto': to the next "
+        "multiple of a step learned from the lengths the eager steps saw (their spread, longest - shortest + 1, "
+        "split in 4 and rounded up to a multiple of 8 tokens, at least 8), never past the model's maximum length; "
+        "a list of lengths: to the next listed length; None turns bucketing off (dynamic shapes).",
     )
     cache: str | None = Field(
         default=None,
@@ -168,7 +183,7 @@ class TrainingCompilerConfig(BaseModel):
         le=100,
         description="Optimizer steps run uncompiled first (the first one as warm-up) to measure the eager step for "
         "break_even_steps. 0 compiles from the first step (with an explicit plan; plan='auto' always measures at "
-        "least 3 eager steps).",
+        "least 5 eager steps).",
     )
     expected_steps: int | None = Field(
         default=None,
@@ -207,8 +222,8 @@ class TrainingCompilerConfig(BaseModel):
     max_batch_size: int = Field(
         default=1024,
         ge=1,
-        le=65536,
-        description="Largest per-device batch batch_size='auto' tries (at most 65536).",
+        le=config_rules.MAX_BATCH,
+        description=f"Largest per-device batch batch_size='auto' tries (at most {config_rules.MAX_BATCH}).",
     )
     batch_size_multiple: int = Field(
         default=1,
@@ -312,34 +327,10 @@ class TrainingCompilerConfig(BaseModel):
     def __bool__(self) -> bool:
         return self.enabled
 
-    @model_validator(mode="before")
-    @classmethod
-    def _plan_from_regional(cls, data: Any) -> Any:
-        """``regional`` alone (the older switch) sets ``plan``, so the two always agree on the wire."""
-        if isinstance(data, dict) and isinstance(data.get("regional"), bool) and "plan" not in data:
-            data = {**data, "plan": "regional" if data["regional"] else "model"}
-        return data
-
-    @model_validator(mode="after")
-    def _check_plan_and_regional(self) -> TrainingCompilerConfig:
-        if self.regional is not None and self.plan != self.resolved_plan:
-            raise ValueError(
-                f"plan={self.plan!r} and regional={self.regional} disagree: regional=True is plan='regional', "
-                "regional=False is plan='model'; give one of them"
-            )
-        return self
-
     @model_validator(mode="after")
     def _warn_contradictions(self) -> TrainingCompilerConfig:
         config_rules.warn_contradictions(self)  # a field that does nothing with the others: ConfigWarning
         return self
-
-    @property
-    def resolved_plan(self) -> str:
-        """The plan in force: ``regional`` (the older switch) wins when given, else ``plan``."""
-        if self.regional is None:
-            return self.plan
-        return "regional" if self.regional else "model"
 
     @property
     def compiles(self) -> bool:

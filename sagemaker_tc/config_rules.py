@@ -52,7 +52,7 @@ def warn_contradictions(config: Any) -> None:
 
 def _contradictions(config: Any) -> list[str]:
     messages = []
-    plan = config.resolved_plan
+    plan = config.plan
     if config.debug and not config.enabled:
         messages.append(
             "TrainingCompilerConfig(enabled=False, debug=True): enabled=False wins, the job runs without the "

@@ -241,7 +241,7 @@ def verify_training(
         eager_seconds=eager_seconds,
         compiled_seconds=compiled_seconds,
         config=config.model_dump(),
-        plan=config.resolved_plan,
+        plan=config.plan,
         max_param_diff=param_diff,
         param_atol=param_atol,
     )

@@ -1,5 +1,6 @@
 """Compile cache across jobs: entries by environment, corrupt/stale/missing ignored, S3 through moto, jobs."""
 
+import hashlib
 import json
 import logging
 import tarfile
@@ -8,7 +9,7 @@ import pytest
 from conftest import REPO, write_sst2_slice
 
 from sagemaker_tc import PyTorch, TrainingCompilerConfig
-from sagemaker_tc.compiler.cache import META_NAME, CompileCache, environment_key
+from sagemaker_tc.compiler.cache import META_NAME, CompileCache, environment, environment_key
 
 
 def fill(folder, files):
@@ -30,7 +31,17 @@ def test_save_then_load_restores_the_folder_into_a_new_path(tmp_path):
     saved = cache.save()
     assert saved.state == "saved" and saved.files == 2 and saved.saved_bytes > 0  # lock files left out
     meta = json.loads((tmp_path / "cache" / cache.key / META_NAME).read_text())
-    assert meta["environment"]["torch"] and meta["files"] == 2 and meta["archive"].startswith("inductor-")
+    archive = tmp_path / "cache" / cache.key / meta["archive"]
+    # The entry is keyed by this environment and names its archive by content: size, hash and members.
+    assert meta["environment"] == environment() and cache.key == environment_key(meta["environment"])
+    assert meta["files"] == 2 and meta["bytes"] == archive.stat().st_size == saved.saved_bytes
+    assert meta["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert meta["archive"] == f"inductor-{meta['sha256'][:16]}.tar.gz"
+    with tarfile.open(archive) as tar:
+        assert sorted(member.name for member in tar.getmembers() if member.isfile()) == [
+            "fxgraph/ab/entry",
+            "xy/kernel.so",
+        ]
 
     second = tmp_path / "job2"
     warm = CompileCache(str(tmp_path / "cache"), second)

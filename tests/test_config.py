@@ -7,26 +7,46 @@ from sagemaker_tc import ConfigError, TrainingCompilerConfig
 
 def test_defaults_compile_with_inductor_and_choose_the_plan_on_the_job():
     config = TrainingCompilerConfig()
-    assert (config.enabled, config.debug, config.backend, config.mode, config.plan, config.regional) == (
+    assert (config.enabled, config.debug, config.backend, config.mode, config.plan, config.policy) == (
         True,
         False,
         "inductor",
         "default",
         "auto",
-        None,
+        "fallback",
     )
-    assert config.compiles and bool(config) and config.resolved_plan == "auto"
+    assert config.compiles and bool(config)
 
 
-def test_regional_is_an_alias_of_plan_and_a_conflict_is_refused():
-    assert TrainingCompilerConfig(regional=True).plan == "regional"
-    assert TrainingCompilerConfig(regional=False).plan == "model"
-    assert TrainingCompilerConfig(plan="model", regional=False).resolved_plan == "model"
-    with pytest.raises(ConfigError, match="plan='step' and regional=True disagree"):
-        TrainingCompilerConfig(plan="step", regional=True)
-    # What travels on the wire (every field) reads back the same.
-    wire = TrainingCompilerConfig(regional=False).model_dump(mode="json")
-    assert TrainingCompilerConfig.from_dict(wire).resolved_plan == "model"
+@pytest.mark.parametrize(
+    ("removed", "replacement"),
+    [
+        (
+            {"regional": True},
+            "use plan='regional' for regional=True, plan='model' for regional=False (got regional=True)",
+        ),
+        (
+            {"plan": "model", "regional": False},
+            "use plan='regional' for regional=True, plan='model' for regional=False",
+        ),
+        (
+            {"policy": "auto"},
+            "use policy='fallback' (what it did); measuring the plans and keeping the fastest is plan='auto'",
+        ),
+    ],
+)
+def test_pre_release_spellings_are_refused_naming_their_replacement(removed, replacement):
+    """regional= and policy='auto' were aliases before 0.1.0; each now fails saying what to write."""
+    for build in (lambda: TrainingCompilerConfig(**removed), lambda: TrainingCompilerConfig.from_dict(removed)):
+        with pytest.raises(ConfigError, match="was removed before release") as error:
+            build()
+        assert str(error.value).startswith("Invalid TrainingCompilerConfig: ") and replacement in str(error.value)
+    assert "regional" not in TrainingCompilerConfig.model_fields
+    # A field merely misspelled still lists the accepted fields; another policy lists the accepted values.
+    with pytest.raises(ConfigError, match="unknown field 'regionl' \\(accepted fields: enabled, debug"):
+        TrainingCompilerConfig(regionl=True)
+    with pytest.raises(ConfigError, match="policy: Input should be 'fallback' or 'strict' \\(got 'fastest'\\)"):
+        TrainingCompilerConfig(policy="fastest")
 
 
 def test_disabled_config_is_falsy_and_does_not_compile():

@@ -25,13 +25,18 @@ def toolkit_decode(hyperparameters: dict[str, str]) -> dict:
     [
         TrainingCompilerConfig(),
         TrainingCompilerConfig(enabled=False),
-        TrainingCompilerConfig(debug=True, mode="max-autotune", regional=False, dynamic=True, fullgraph=True),
+        TrainingCompilerConfig(debug=True, mode="max-autotune", plan="model", dynamic=True, fullgraph=True),
         TrainingCompilerConfig(backend="eager", dynamic=False),
     ],
 )
 def test_round_trip_through_sagemaker_encoding(config):
     wire = encode_hyperparameters(contract.encode(config, entry_point="sub dir/train.py"), allow_reserved=True)
-    assert all(isinstance(value, str) for value in wire.values())
+    # SDK v2's wire for SMTC's two flags (lower-case JSON booleans), and no other key but the settings.
+    assert (wire[contract.HP_ENABLED], wire[contract.HP_DEBUG]) == (
+        str(config.enabled).lower(),
+        str(config.debug).lower(),
+    )
+    assert set(wire) == {contract.HP_ENABLED, contract.HP_DEBUG, contract.HP_SETTINGS}
     settings = contract.decode(toolkit_decode(wire))
     assert settings.config == config
     assert settings.entry_point == "sub dir/train.py"
@@ -44,7 +49,7 @@ def test_round_trip_through_sagemaker_encoding(config):
     [
         TrainingCompilerConfig(),
         TrainingCompilerConfig(enabled=False),
-        TrainingCompilerConfig(debug=True, mode="max-autotune", regional=False, dynamic=True, fullgraph=True),
+        TrainingCompilerConfig(debug=True, mode="max-autotune", plan="model", dynamic=True, fullgraph=True),
         TrainingCompilerConfig(buckets=[32, 64, 128, 256], cache="s3://bucket/sagemaker-tc-cache", batch_size="auto"),
     ],
 )

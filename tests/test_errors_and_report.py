@@ -59,6 +59,7 @@ def test_report_on_what_is_not_a_report_is_one_line_and_exit_code_2(tmp_path, ca
 # --- every error class is where the docs say: sagemaker_tc.errors (the bench's: sagemaker_tc_bench.errors) ---
 def test_every_error_class_lives_in_sagemaker_tc_errors():
     import importlib
+    import importlib.util
     import pkgutil
     import sys
     from pathlib import Path
@@ -98,9 +99,10 @@ def test_every_error_class_lives_in_sagemaker_tc_errors():
     from sagemaker_tc.cli import ReportNotFoundError
 
     assert ReportNotFoundError is errors.ReportNotFoundError
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "containers" / "entry"))
-    try:
-        image_entry = importlib.import_module("sagemaker_tc_image")
-    finally:
-        sys.path.pop(0)
+    # The image's entry module, loaded from its file: nothing is left in sys.path or sys.modules.
+    path = Path(__file__).resolve().parents[1] / "containers" / "entry" / "sagemaker_tc_image.py"
+    spec = importlib.util.spec_from_file_location("sagemaker_tc_image", path)
+    image_entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(image_entry)
     assert image_entry.ImageEntryError is errors.ImageEntryError
+    assert "sagemaker_tc_image" not in sys.modules

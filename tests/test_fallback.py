@@ -113,7 +113,7 @@ def test_auto_plan_keeps_eager_when_no_plan_can_pay_off_in_the_steps_left():
 def test_a_models_own_error_under_compile_is_raised_not_taken_for_a_compiler_failure():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
     runtime = CompilerRuntime()
-    runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
+    runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, plan="model"))
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         model(torch.ones(2, 5))
     assert runtime.fallback_reason is None and runtime.active == "model"
@@ -133,7 +133,7 @@ def test_in_process_fallback_when_the_compiler_cannot_build(tmp_path, monkeypatc
         model = small_bert()
         optimizer = torch.optim.AdamW(model.parameters())
         runtime = CompilerRuntime()
-        runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, regional=False))
+        runtime.attach(model, TrainingCompilerConfig(baseline_steps=0, plan="model"))
         with pytest.warns(UserWarning, match="training continues with regional"):
             step(model, optimizer)  # model fails: the next safer plan is regional ...
         assert runtime.active == "regional" and runtime.fallback_reason is None
@@ -144,7 +144,7 @@ def test_in_process_fallback_when_the_compiler_cannot_build(tmp_path, monkeypatc
 
         strict = CompilerRuntime()
         strict_model = small_bert()
-        strict.attach(strict_model, TrainingCompilerConfig(baseline_steps=0, regional=False, policy="strict"))
+        strict.attach(strict_model, TrainingCompilerConfig(baseline_steps=0, plan="model", policy="strict"))
         with pytest.raises(CompilerError, match="policy='strict'"):
             step(strict_model, torch.optim.AdamW(strict_model.parameters()))
     assert inductor_config.cpp.cxx[1] != _no_cxx(tmp_path)["CXX"]  # restored for later tests

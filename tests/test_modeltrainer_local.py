@@ -28,7 +28,7 @@ def trainer(source_dir, tmp_path, entry_script="echo.py", *, instance_count=1, *
         "source_code": SourceCode(source_dir=str(source_dir), entry_script=entry_script),
         "compute": Compute(instance_type="local_process", instance_count=instance_count),
         "local_container_root": str(tmp_path / "jobs"),
-        "compiler_config": TrainingCompilerConfig(regional=True),
+        "compiler_config": TrainingCompilerConfig(plan="regional"),
     }
     kwargs.update(overrides)
     return ModelTrainer(**kwargs)

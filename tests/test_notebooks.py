@@ -50,15 +50,26 @@ def kernel(tmp_path, monkeypatch):
     return "sagemaker-tc-test"
 
 
-def execute(name: str, kernel: str) -> nbformat.NotebookNode:
-    """Run every cell of ``notebooks/<name>`` in ``notebooks/`` (where users run them); returns the
-    executed notebook (the file on disk is left as it is). A failing cell raises with its traceback."""
+@pytest.fixture
+def workdir(tmp_path):
+    """Where the notebooks run: ``<tmp>/notebooks``, laid out as in the repository (``../examples`` is
+    the repository's, which the notebooks only read), so what they write stays under ``tmp_path``."""
+    (tmp_path / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    return folder
+
+
+def execute(name: str, kernel: str, workdir: Path) -> nbformat.NotebookNode:
+    """Run every cell of ``notebooks/<name>`` in ``workdir`` (a folder beside the repository's
+    ``examples/``, as ``notebooks/`` is where users run them); returns the executed notebook (the
+    file on disk is left as it is). A failing cell raises with its traceback."""
     book = nbformat.read(NOTEBOOKS / name, as_version=4)
     client = NotebookClient(
         book,
         kernel_name=kernel,
         timeout=CELL_TIMEOUT_SECONDS,
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
+        resources={"metadata": {"path": str(workdir)}},
     )
     client.execute()
     return book
@@ -77,12 +88,12 @@ def text_of(book: nbformat.NotebookNode) -> str:
 
 
 @pytest.mark.slow
-def test_quickstart_runs(kernel):
-    book = execute("01_quickstart.ipynb", kernel)
+def test_quickstart_runs(kernel, workdir):
+    book = execute("01_quickstart.ipynb", kernel, workdir)
     out = text_of(book)
     assert "Found configuration for Training Compiler" in out
     assert ": Completed in " in out
-    assert "compiled             True" in out
+    assert "compiled             True" in out and any((workdir / "sagemaker-tc-output").iterdir())
     assert "validation accuracy after 20 steps" in out
     assert "positive | a gorgeous" in out
     # The bench section: both variants measured side by side, the eager row is the reference.
@@ -92,16 +103,18 @@ def test_quickstart_runs(kernel):
 
 
 @pytest.mark.slow
-def test_bring_your_own_loop_runs(kernel):
-    out = text_of(execute("03_bring_your_own_loop.ipynb", kernel))
+def test_bring_your_own_loop_runs(kernel, workdir):
+    out = text_of(execute("03_bring_your_own_loop.ipynb", kernel, workdir))
     assert "status               Completed" in out
     assert "compiled             True" in out and "integration          pytorch" in out
     assert "sagemaker_training_compiler_enabled      true" in out
+    # What the notebook wrote is in its working folder: the script it wrote and the jobs' output.
+    assert (workdir / "byo_loop" / "train.py").is_file() and any((workdir / "sagemaker-tc-output").iterdir())
 
 
 @pytest.mark.slow
-def test_modeltrainer_runs(kernel):
-    out = text_of(execute("04_modeltrainer.ipynb", kernel))
+def test_modeltrainer_runs(kernel, workdir):
+    out = text_of(execute("04_modeltrainer.ipynb", kernel, workdir))
     assert "TrainingCompilerDriver" in out and "SM_TRAINING_COMPILER_SETTINGS" in out
     assert "Found configuration for Training Compiler" in out and "sagemaker-tc driver: running train.py" in out
     assert "status               Completed" in out and "integration          transformers" in out
@@ -133,8 +146,8 @@ def sagemaker_account(aws, monkeypatch):
     return aws
 
 
-def test_run_on_sagemaker_runs_against_moto(sagemaker_account, kernel):
-    out = text_of(execute("02_run_on_sagemaker.ipynb", kernel))
+def test_run_on_sagemaker_runs_against_moto(sagemaker_account, kernel, workdir):
+    out = text_of(execute("02_run_on_sagemaker.ipynb", kernel, workdir))
     requests = sagemaker_account()
     (job,) = [body for target, body in requests if target == "SageMaker.CreateTrainingJob"]
     assert job["AlgorithmSpecification"]["TrainingImage"].endswith(

@@ -202,7 +202,6 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
     auto.detach()
 
 
-
 def test_a_plan_is_torch_compiled_only_when_a_call_first_runs_it():
     """Plans held ready cost no ``torch.compile`` call (issue 23: staying eager costs nothing): under
     ``auto`` nothing is compiled while the job runs eagerly, and a plan that runs compiles just the
@@ -227,6 +226,7 @@ def test_a_plan_is_torch_compiled_only_when_a_call_first_runs_it():
     assert explicit._functions["regional"].compiled() == ["static"]  # bucketed training shapes, no CUDA graphs
     assert set(explicit._functions) == {"regional"}
     explicit.detach()
+
 
 # -- the optimizer put back exactly --------------------------------------------------------------------
 def _optimizer_facts(optimizer) -> tuple:

@@ -100,7 +100,7 @@ def test_summary_of_the_final_variant_and_break_even_in_the_report():
 def test_report_of_an_auto_job_that_kept_eager_says_why():
     summary = summarize([StepRecord(1.0, 8, False, "eager"), StepRecord(1.0, 8, False, "eager")], "eager")
     report = build_report(
-        TrainingCompilerConfig(policy="auto"),
+        TrainingCompilerConfig(),
         JobFacts(
             steps=summary,
             dynamo=DynamoStats(graphs=2),

@@ -10,6 +10,7 @@ import pytest
 from conftest import tiny_bert as conftest_tiny_bert
 
 from sagemaker_tc import LauncherError, TrainingCompilerConfig, contract
+from sagemaker_tc._internals import compiled_call
 from sagemaker_tc.compiler.session import current_session
 from sagemaker_tc.container import launcher
 
@@ -28,8 +29,8 @@ def test_regional_compile_targets_the_transformer_layers_in_place():
     assert [type(b).__name__ for b in blocks] == ["BertLayer"] * 3
     plan = CompilerRuntime().attach(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
     assert (plan.regional, plan.block_class, plan.num_regions) == (True, "BertLayer", 3)
-    assert all(block._compiled_call_impl is not None for block in blocks)
-    assert model._compiled_call_impl is None
+    assert all(compiled_call(block) is not None for block in blocks)
+    assert compiled_call(model) is None
     assert list(model.state_dict()) == keys
 
 
@@ -37,9 +38,9 @@ def test_whole_model_compile_when_regional_is_off():
     from sagemaker_tc.compiler.runtime import CompilerRuntime
 
     model = tiny_bert()
-    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(regional=False, baseline_steps=0))
+    plan = CompilerRuntime().attach(model, TrainingCompilerConfig(plan="model", baseline_steps=0))
     assert (plan.regional, plan.num_regions) == (False, 1)
-    assert model._compiled_call_impl is not None
+    assert compiled_call(model) is not None
 
 
 def test_repeated_blocks_found_without_no_split_modules():
@@ -63,7 +64,7 @@ def test_disabled_config_leaves_the_model_uncompiled():
 
     model = tiny_bert()
     sagemaker_tc.compile_model(model, TrainingCompilerConfig(enabled=False))
-    assert all(m._compiled_call_impl is None for m in model.modules())
+    assert all(compiled_call(m) is None for m in model.modules())
 
 
 def test_compile_model_follows_the_estimator_inside_a_job(monkeypatch):
@@ -74,7 +75,7 @@ def test_compile_model_follows_the_estimator_inside_a_job(monkeypatch):
     monkeypatch.delenv(contract.ENV_SETTINGS, raising=False)
     monkeypatch.setenv("SM_TRAINING_ENV", "{}")
     in_job = sagemaker_tc.compile_model(tiny_bert())
-    assert all(m._compiled_call_impl is None for m in in_job.modules())
+    assert all(compiled_call(m) is None for m in in_job.modules())
     current_session().close()  # the job process ends; a laptop process starts without a session
     monkeypatch.delenv("SM_TRAINING_ENV")
     sagemaker_tc.compile_model(tiny_bert())
@@ -111,7 +112,7 @@ def test_launcher_never_overwrites_a_user_variable(caplog):
 
 
 def test_compiler_environment_by_config():
-    env = launcher.compiler_environment(TrainingCompilerConfig(debug=True, regional=False, dynamic=True), {})
+    env = launcher.compiler_environment(TrainingCompilerConfig(debug=True, plan="model", dynamic=True), {})
     assert env["TORCH_LOGS"] == "graph_breaks,recompiles"
     assert env[contract.ENV_CONFIGURED] == "1"
     assert not any(name.startswith("ACCELERATE_DYNAMO_") for name in env)  # compiled in process, not by accelerate

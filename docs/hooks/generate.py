@@ -53,13 +53,18 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _python_literal(value: Any) -> str:
+    """``value`` as a user writes it in Python: ``True``, ``None``, ``3``, ``"auto"``."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
 def config_reference() -> str:
-    """Every ``TrainingCompilerConfig`` field: name, type, default, description."""
+    """Every ``TrainingCompilerConfig`` field: name, type, default (as Python), description."""
     from sagemaker_tc.config import TrainingCompilerConfig
 
     rows = ["| field | type | default | description |", "| --- | --- | --- | --- |"]
     for name, field in TrainingCompilerConfig.model_fields.items():
-        default = "None" if field.default is None else json.dumps(field.default)
+        default = _python_literal(field.default)
         kind = _type_name(field.annotation) + _bounds(field)
         rows.append(f"| `{name}` | `{_cell(kind)}` | `{default}` | {_cell(field.description or '')} |")
     return "\n".join(rows)

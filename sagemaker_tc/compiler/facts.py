@@ -59,14 +59,14 @@ def _plan_decision(session: CompilerSession) -> dict[str, Any] | None:
     if runtime.config is None:
         return None
     return {
-        "requested": runtime.config.resolved_plan,
+        "requested": runtime.config.plan,
         "optimizer": runtime.optimizer_kind,
         "decision": runtime.decision,
         "shape_policy": runtime.shapes.describe() if runtime.shapes is not None else None,
         "failures": list(runtime.failures),
         "recompile_budgets": dict(runtime.recompile_budgets),
         "optimizer_steps_skipped": runtime.optimizer_steps_skipped(),
-        **known_wrong.report_fields(runtime.attached_models(), runtime.config.resolved_plan, runtime.final_label()),
+        **known_wrong.report_fields(runtime.attached_models(), runtime.config.plan, runtime.final_label()),
     }
 
 

@@ -69,7 +69,7 @@ def wants_cuda_graphs(plan: str, config: Any) -> bool:
     (the step plan's launch-bound case). ``auto`` never turns them on: no GPU result backs them."""
     if config.mode in _WITHOUT_CUDA_GRAPHS:
         return True
-    return plan == "step" and config.resolved_plan == "step" and config.mode == "default"
+    return plan == "step" and config.plan == "step" and config.mode == "default"
 
 
 @dataclass(frozen=True)

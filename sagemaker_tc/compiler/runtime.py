@@ -120,13 +120,13 @@ class CompilerRuntime:
             self.shapes = ShapePolicy(config.buckets, model, self.buckets)
         attached = _Attached(model, {})
         if config.compiles:
-            auto = config.resolved_plan == "auto"
-            for plan in planner.auto_candidates(self.device) if auto else (config.resolved_plan,):
+            auto = config.plan == "auto"
+            for plan in planner.auto_candidates(self.device) if auto else (config.plan,):
                 attached.slots[plan] = self._build(model, plan, config)
         self._attached.append(attached)
         if config.compiles:
-            known_wrong.announce(model, config.resolved_plan)  # auto leaves such plans out; explicit: warn
-        shown = config.resolved_plan if config.resolved_plan != "auto" else "regional"
+            known_wrong.announce(model, config.plan)  # auto leaves such plans out; explicit: warn
+        shown = config.plan if config.plan != "auto" else "regional"
         regions = plan_modules(model, shown)
         regional = shown == "regional" and regions[0] is not model
         plan = CompilePlan(

@@ -55,7 +55,7 @@ class Schedule:
     def __init__(self, config: TrainingCompilerConfig, workload: planner.Workload) -> None:
         self.config = config
         self.workload = workload
-        self.auto = config.resolved_plan == "auto"
+        self.auto = config.plan == "auto"
         self.phases = _phases(config)
         self.measured: dict[str, planner.Measured] = {}
         self.decision: dict[str, Any] | None = None
@@ -165,7 +165,7 @@ class Schedule:
 
 
 def _phases(config: TrainingCompilerConfig) -> list[Phase]:
-    plan = config.resolved_plan
+    plan = config.plan
     if not config.compiles:
         return []
     if plan == "auto":

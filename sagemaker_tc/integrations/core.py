@@ -83,7 +83,7 @@ def prepare_model(
             config.policy,
         )
     else:
-        shown = describe(config.resolved_plan, plan.regional, plan.block_class, plan.num_regions)
+        shown = describe(config.plan, plan.regional, plan.block_class, plan.num_regions)
         logger.info("Compiler for %s with %s: %s; policy %s", name, config.backend, shown, config.policy)
     return plan
 

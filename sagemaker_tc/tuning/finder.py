@@ -124,7 +124,7 @@ def _compiled_regions(model: torch.nn.Module, config: TrainingCompilerConfig) ->
     describes training alone.
     """
     kwargs = {**compile_kwargs(config), "dynamic": True}
-    regions = plan_modules(model, config.resolved_plan)
+    regions = plan_modules(model, config.plan)
     previous = [_internals.compiled_call(region) for region in regions]
     with _internals.dynamo_state_kept():
         for region in regions:
