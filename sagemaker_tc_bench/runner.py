@@ -149,16 +149,8 @@ def resolve_options(
     """
     check_size(size)
     _check_choice("dtype", dtype, DTYPES)
-    names = tuple(models) if models else tuple(SUITE)
-    for name in names:
-        get_spec(name)
-    if len(set(names)) != len(names):
-        raise BenchError(f"models listed twice: {', '.join(names)}")
-    chosen = tuple(variants) if variants else VARIANTS
-    for variant in chosen:
-        check_variant(variant)
-    if len(set(chosen)) != len(chosen):
-        raise BenchError(f"variants listed twice: {', '.join(chosen)}")
+    names = _listed_once("models", tuple(models) if models else tuple(SUITE), get_spec)
+    chosen = _listed_once("variants", tuple(variants) if variants else VARIANTS, check_variant)
     batch_size = DEFAULTS[size]["batch_size"] if batch_size is None else batch_size
     seq_len = DEFAULTS[size]["seq_len"] if seq_len is None else seq_len
     if batch_size < 1:
@@ -173,16 +165,7 @@ def resolve_options(
         raise BenchError(f"timeout_s must be > 0 (got {timeout_s})")
     if time_budget_s is not None and time_budget_s <= 0:
         raise BenchError(f"time_budget_s must be > 0 (got {time_budget_s})")
-    if device is not None:
-        _check_choice("device", device, DEVICES)
-    has_cuda, gpu_name, gpu_bf16 = _cuda_info() if device in (None, "cuda") else (False, None, False)
-    if device == "cuda" and not has_cuda:
-        raise BenchError("device 'cuda' asked for, but torch sees no CUDA GPU; accepted here: cpu")
-    device = device or ("cuda" if has_cuda else "cpu")
-    if device == "cuda" and dtype == "bf16" and not gpu_bf16:
-        raise BenchError(
-            f"dtype 'bf16' needs a GPU with bf16 (compute capability >= 8.0); {gpu_name} has none: use fp32"
-        )
+    device, gpu_name = _resolved_device(device, dtype)
     if cache_dir is not None:
         cache_dir = Path(cache_dir).resolve()
         if cache_dir.exists() and not cache_dir.is_dir():
@@ -205,6 +188,38 @@ def resolve_options(
         seed=seed,
         job_steps=_check_job_steps(job_steps),
     )
+
+
+def _listed_once(kind: str, values: tuple[str, ...], check: Callable[[str], object]) -> tuple[str, ...]:
+    """``values`` after ``check`` accepted each (it raises BenchError naming what is accepted).
+
+    Raises:
+        BenchError: a value listed twice.
+    """
+    for value in values:
+        check(value)
+    if len(set(values)) != len(values):
+        raise BenchError(f"{kind} listed twice: {', '.join(values)}")
+    return values
+
+
+def _resolved_device(device: str | None, dtype: str) -> tuple[str, str | None]:
+    """``(device, GPU name)``: ``device`` checked, None picking ``cuda`` when torch sees a GPU.
+
+    Raises:
+        BenchError: an unknown device, ``cuda`` without a GPU, ``bf16`` on a GPU without bf16.
+    """
+    if device is not None:
+        _check_choice("device", device, DEVICES)
+    has_cuda, gpu_name, gpu_bf16 = _cuda_info() if device in (None, "cuda") else (False, None, False)
+    if device == "cuda" and not has_cuda:
+        raise BenchError("device 'cuda' asked for, but torch sees no CUDA GPU; accepted here: cpu")
+    device = device or ("cuda" if has_cuda else "cpu")
+    if device == "cuda" and dtype == "bf16" and not gpu_bf16:
+        raise BenchError(
+            f"dtype 'bf16' needs a GPU with bf16 (compute capability >= 8.0); {gpu_name} has none: use fp32"
+        )
+    return device, gpu_name
 
 
 def run_variant_process(

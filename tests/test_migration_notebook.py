@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_notebooks import execute, kernel, sagemaker_account, text_of  # noqa: F401 - fixtures used by name
+from test_notebooks import execute, kernel, sagemaker_account, text_of, workdir  # noqa: F401 - fixtures used by name
 
 NOTEBOOK = "05_migrate_from_smtc.ipynb"
 KMS = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -45,11 +45,11 @@ def _field(request: dict, path: tuple[str, ...]):
     return value
 
 
-def test_migration_notebook_sends_every_argument_to_sagemaker(sagemaker_account, kernel, monkeypatch):  # noqa: F811
+def test_migration_notebook_sends_every_argument_to_sagemaker(sagemaker_account, kernel, workdir, monkeypatch):  # noqa: F811
     monkeypatch.setenv("INSTANCE_TYPE", "ml.g5.2xlarge")
     monkeypatch.setenv("SAGEMAKER_BUCKET", "notebook-bucket")
     monkeypatch.setenv("KMS_KEY", KMS)
-    out = text_of(execute(NOTEBOOK, kernel))
+    out = text_of(execute(NOTEBOOK, kernel, workdir))
     (job,) = [body for target, body in sagemaker_account() if target == "SageMaker.CreateTrainingJob"]
     wrong = {path: _field(job, path) for path, value in SDK_V2_FIELDS.items() if _field(job, path) != value}
     assert not wrong, f"fields that differ from SDK v2's: {wrong}"
@@ -62,11 +62,12 @@ def test_migration_notebook_sends_every_argument_to_sagemaker(sagemaker_account,
 
 
 @pytest.mark.slow
-def test_migration_notebook_runs_as_a_local_process_job(kernel, monkeypatch):  # noqa: F811
+def test_migration_notebook_runs_as_a_local_process_job(kernel, workdir, monkeypatch):  # noqa: F811
     monkeypatch.setenv("INSTANCE_TYPE", "local_process")
-    out = text_of(execute(NOTEBOOK, kernel))
+    out = text_of(execute(NOTEBOOK, kernel, workdir))
     assert re.search(r"^status Completed$", out, re.MULTILINE)
-    assert re.search(r"^model  file://\S+/model\.tar\.gz$", out, re.MULTILINE)
+    model = re.search(r"^model  file://(\S+/model\.tar\.gz)$", out, re.MULTILINE)
+    assert model and model.group(1).startswith(str(workdir))  # the job's output stays in the run's folder
     # Each cloud-only setting is accepted and named once in the log as SageMaker's alone.
     for name in ("subnets", "volume_kms_key", "use_spot_instances", "keep_alive_period_in_seconds"):
         assert len(re.findall(rf"{name}\b[^\n]*applies on SageMaker only", out)) == 1, name

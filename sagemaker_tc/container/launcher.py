@@ -69,7 +69,9 @@ LOG_DEBUG = "Training Compiler set to debug mode"
 MAX_TRACEBACK_CHARS = 3000
 
 
-def _setup_logging() -> None:
+def setup_logging() -> None:
+    """Send the package's log lines to stdout, once per process, as a job's launcher does (also for
+    drivers that run before it, such as :mod:`sagemaker_tc.container.modeltrainer`)."""
     package_logger = logging.getLogger("sagemaker_tc")
     if not package_logger.handlers:
         handler = logging.StreamHandler(sys.stdout)
@@ -77,12 +79,6 @@ def _setup_logging() -> None:
         package_logger.addHandler(handler)
         package_logger.setLevel(logging.INFO)
         package_logger.propagate = False
-
-
-def setup_logging() -> None:
-    """Send the package's log lines to stdout, once per process, as a job's launcher does (for drivers
-    that run before it, such as :mod:`sagemaker_tc.container.modeltrainer`)."""
-    _setup_logging()
 
 
 def compiler_environment(config: TrainingCompilerConfig, environ: Mapping[str, str]) -> dict[str, str]:
@@ -216,7 +212,7 @@ def run(entry_point: str, args: Sequence[str], *, program: bool = False) -> None
         BaseException: whatever the user's script raises (including ``SystemExit``), and whatever the
             launcher's own setup or teardown raises; each is in ``$SM_OUTPUT_DIR/failure`` first.
     """
-    _setup_logging()
+    setup_logging()
     try:
         _run(entry_point, args, program=program)
     except SystemExit as error:
@@ -390,7 +386,7 @@ def main() -> None:
     Raises:
         LauncherError: the settings name no entry point.
     """
-    _setup_logging()
+    setup_logging()
     try:
         settings = contract.settings_from_environment(os.environ)
         if settings is None or not settings.entry_point:
