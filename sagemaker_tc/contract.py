@@ -56,6 +56,8 @@ ENV_CACHE_OUTCOME = "SM_TC_CACHE"  # the cache load's outcome (JSON), from torch
 # (local_process sets it for its jobs; unset: the SageMaker default), and the folder where torchrun's parent launcher
 # reads how each of its ranks ended.
 ENV_HANG_GRACE = "SM_TC_HANG_GRACE_S"
+# local_process: seconds between the SIGTERM and the SIGKILL of a stopped job (stop(), max_run); SageMaker's 120 unset.
+ENV_STOP_GRACE = "SM_TC_STOP_GRACE_S"
 ENV_RANK_STATE_DIR = "SM_TC_RANK_STATE_DIR"
 # The toolkit's environment for the script (sagemaker-training, environment.py) that the runtime reads.
 ENV_HOSTS = "SM_HOSTS"  # JSON list of host names, e.g. ["algo-1", "algo-2"]

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc.errors import EstimatorArgumentError, TrainingJobFailedError
+from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.sdk import job_status
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
 logger = logging.getLogger(__name__)
+# Where SageMaker training jobs write their log (one stream per host: "<job name>/algo-N-<epoch seconds>").
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 
 def resolve_session(sagemaker_session: Any = None):
@@ -51,6 +54,9 @@ def upload_source(session, archive: Path, *, bucket: str, key_prefix: str) -> st
 class CloudJob:
     """A SageMaker training job created (or attached to) by sagemaker-tc.
 
+    Its methods are the ``local_process`` job's (:class:`~sagemaker_tc.sdk.local_job.LocalJob`), with
+    the same meaning: ``wait(logs=...)``, ``stop()``, ``describe()``, ``logs()``.
+
     Attributes:
         job_name: the job's name.
         session: the sagemaker-core session it runs under.
@@ -65,25 +71,62 @@ class CloudJob:
         return TrainingJob.get(self.job_name, session=self.session.boto_session, region=self.session.boto_region_name)
 
     def describe(self) -> dict[str, Any]:
-        """Status, failure reason and model artifacts, as of now."""
-        job = self._resource()
-        artifacts = getattr(job.model_artifacts, "s3_model_artifacts", None)
-        return {
-            "job_name": self.job_name,
-            "status": job.training_job_status,
-            "failure_reason": _assigned(job.failure_reason),
-            "model_artifacts": _assigned(artifacts),
-        }
+        """DescribeTrainingJob's answer, as of now (``TrainingJobStatus``, ``SecondaryStatus``,
+        ``FailureReason``, ``ModelArtifacts``, ...)."""
+        described = self.session.sagemaker_client.describe_training_job(TrainingJobName=self.job_name)
+        described.pop("ResponseMetadata", None)
+        return described
 
     @property
     def status(self) -> str:
         """``InProgress``, ``Completed``, ``Failed``, ``Stopping`` or ``Stopped``."""
-        return self.describe()["status"]
+        return self.describe()["TrainingJobStatus"]
 
     @property
     def model_data(self) -> str | None:
-        """S3 URI of ``model.tar.gz`` once the job completed, else None."""
-        return self.describe()["model_artifacts"]
+        """S3 URI of ``model.tar.gz`` once the job ended with one, else None."""
+        return self.describe().get("ModelArtifacts", {}).get("S3ModelArtifacts")
+
+    def stop(self) -> None:
+        """``StopTrainingJob`` through sagemaker-core: SageMaker sends SIGTERM to the job's processes,
+        waits 120 seconds, then stops them; the job goes ``Stopping``, then ``Stopped``, keeping its
+        model and checkpoints. Returns at once; :meth:`wait` for the end. A job that already ended is
+        left as it is (SageMaker refuses to stop it; logged).
+
+        Raises:
+            botocore.exceptions.ClientError: the service refused the request (for a job still running).
+        """
+        from botocore.exceptions import ClientError
+
+        try:
+            self._resource().stop()
+        except ClientError as error:
+            status = self.describe()["TrainingJobStatus"]
+            if error.response.get("Error", {}).get("Code") != "ValidationException" or status not in job_status.ENDED:
+                raise
+            logger.info("Training job %s already ended (%s): nothing to stop", self.job_name, status)
+
+    def logs(self) -> str:
+        """The job's log so far: each of its CloudWatch streams (``/aws/sagemaker/TrainingJobs``,
+        ``<job name>/algo-N-...``), every line starting with the stream's host (``algo-1 | ``) as
+        ``local_process`` jobs print them."""
+        client = self.session.boto_session.client("logs", region_name=self.session.boto_region_name)
+        lines = []
+        pages = client.get_paginator("describe_log_streams").paginate(
+            logGroupName=LOG_GROUP, logStreamNamePrefix=f"{self.job_name}/"
+        )
+        for stream in (stream for page in pages for stream in page["logStreams"]):
+            name = stream["logStreamName"]
+            host = name.removeprefix(f"{self.job_name}/").rsplit("-", 1)[0]
+            token = None
+            while True:
+                extra = {"nextToken": token} if token else {}
+                page = client.get_log_events(logGroupName=LOG_GROUP, logStreamName=name, startFromHead=True, **extra)
+                lines += [f"{host} | {event['message']}" for event in page["events"]]
+                if not page["events"] or page.get("nextForwardToken") in (None, token):
+                    break
+                token = page["nextForwardToken"]
+        return "".join(line if line.endswith("\n") else f"{line}\n" for line in lines)
 
     def wait(self, *, logs: bool = True, poll_seconds: int = 5) -> str | None:
         """Block until the job ends; stream its CloudWatch log when ``logs``.
@@ -92,7 +135,9 @@ class CloudJob:
             The S3 URI of ``model.tar.gz``.
 
         Raises:
-            TrainingJobFailedError: the job ended ``Failed`` or ``Stopped``; carries its FailureReason.
+            TrainingJobFailedError: the job ended ``Failed``, or ``Stopped`` at its ``max_run``
+                (``MaxRuntimeExceeded``); carries its FailureReason. A job stopped with :meth:`stop`
+                raises nothing.
         """
         from sagemaker.core.utils.exceptions import FailedStatusError
 
@@ -102,15 +147,10 @@ class CloudJob:
         except FailedStatusError:
             pass
         state = self.describe()
-        if state["status"] != "Completed":
-            raise TrainingJobFailedError(self.job_name, state["failure_reason"] or f"status {state['status']}")
-        return state["model_artifacts"]
-
-
-def _assigned(value: Any) -> Any:
-    from sagemaker.core.utils.utils import Unassigned
-
-    return None if value is None or isinstance(value, Unassigned) else value
+        job_status.check_outcome(
+            self.job_name, state["TrainingJobStatus"], state.get("SecondaryStatus"), state.get("FailureReason")
+        )
+        return state.get("ModelArtifacts", {}).get("S3ModelArtifacts")
 
 
 def attach(training_job_name: str, sagemaker_session: Any = None) -> CloudJob:

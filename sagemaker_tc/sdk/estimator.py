@@ -17,7 +17,6 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import EstimatorArgumentError, TrainingJobFailedError
 from sagemaker_tc.sdk import arguments, cloud, local_process
 from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
@@ -27,6 +26,7 @@ from sagemaker_tc.sdk.images import check_processor, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
 from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
+from sagemaker_tc.sdk.local_job import LocalJob
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
 from sagemaker_tc.sdk.positional import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional
 from sagemaker_tc.sdk.request import (
@@ -154,7 +154,7 @@ class _FrameworkEstimator(CloudJobMethods):
         self.checkpoint_s3_uri, self.checkpoint_local_path = checkpoint_s3_uri, checkpoint_local_path
         self.sagemaker_session = sagemaker_session  # kept for SDK compatibility; local_process needs no session
         self.model_data: str | None = None
-        self.latest_training_job: local_process.LocalJobResult | cloud.CloudJob | None = None
+        self.latest_training_job: LocalJob | cloud.CloudJob | None = None
 
     def _check_job_settings(self, output_path, base_job_name, metrics, max_run, volume_size) -> None:
         """Check and keep where the job writes, its name, its metrics and its limits."""
@@ -274,8 +274,10 @@ class _FrameworkEstimator(CloudJobMethods):
                 or ``file://`` URI. SageMaker training jobs: an ``s3://`` URI. Any channel may be a
                 ``sagemaker_tc.TrainingInput`` or ``FileSystemInput`` (or SDK v2's own), whose
                 fields reach ``InputDataConfig``.
-            wait: block until the job ends (``local_process`` always runs in the foreground).
-            logs: stream the job's log to stdout.
+            wait: block until the job ends; False returns at once (``local_process``: the job runs
+                in a background thread), and ``latest_training_job`` has ``wait()``, ``stop()``,
+                ``describe()`` and ``logs()``.
+            logs: stream the job's log to stdout (while waiting).
             job_name: the job's name; default ``<base_job_name>-<timestamp>``.
 
         After a waited job completes, ``model_data`` is the URI of ``model.tar.gz`` (``file://``
@@ -287,12 +289,13 @@ class _FrameworkEstimator(CloudJobMethods):
 
         Raises:
             ChannelNotFoundError: an input is missing, has the wrong scheme, or a channel name is invalid.
-            EstimatorArgumentError: ``wait=False`` with ``local_process``; no ``role`` for a cloud job;
-                a ``job_name`` outside SageMaker's TrainingJobName rule (checked in every mode).
+            EstimatorArgumentError: no ``role`` for a cloud job; a ``job_name`` outside SageMaker's
+                TrainingJobName rule (checked in every mode).
             SourceLinkError: a symbolic link added to ``source_dir`` since construction breaks the rules.
             UnsupportedImageError: no stock DLC image for the versions (cloud jobs without ``image_uri``).
-            TrainingJobFailedError: the job failed; the message carries the job's failure reason
-                (``output/failure``, which starts with the script's exception and message).
+            TrainingJobFailedError: the job failed, or was stopped at its ``max_run``; the message
+                carries the job's failure reason (``output/failure``, which starts with the script's
+                exception and message). A job stopped with ``latest_training_job.stop()`` raises nothing.
         """
         if job_name is not None:  # SageMaker's rule in every mode: local job folders are named by it too
             check_job_name(job_name)
@@ -301,13 +304,10 @@ class _FrameworkEstimator(CloudJobMethods):
         if self._kind is InstanceKind.LOCAL_DOCKER:
             self.model_data = docker.run(self, inputs, job_name=job_name)
             return None
-        if not wait:
-            raise EstimatorArgumentError("instance_type='local_process' runs in the foreground: use wait=True")
-        result = process.run(self, inputs, logs=logs, job_name=job_name)
-        self.latest_training_job = result
-        self.model_data = result.model_artifacts
-        if result.status != "Completed":
-            raise TrainingJobFailedError(result.job_name, result.failure_reason or "unknown")
+        self.latest_training_job = process.run(self, inputs, wait=wait, logs=logs, job_name=job_name)
+        self.model_data = self.latest_training_job.model_artifacts
+        if wait:
+            self.latest_training_job.wait(logs=False)
         return None
 
     def _fit_cloud(self, inputs, *, wait: bool, logs: bool, job_name: str | None) -> None:

@@ -1,5 +1,5 @@
-"""The estimators' methods for SageMaker jobs and Pipelines that need no estimator state but its
-source, image and latest job: ``wait``, ``attach``, and what a Pipelines ``TrainingStep`` reads."""
+"""The estimators' methods for jobs and Pipelines that need no estimator state but its source, image
+and latest job: ``wait``, ``attach``, and what a Pipelines ``TrainingStep`` reads."""
 
 from __future__ import annotations
 
@@ -28,14 +28,16 @@ class CloudJobMethods:
         return self.image_uri
 
     def wait(self, logs: bool = True) -> None:
-        """Wait for the latest cloud job started with ``fit(wait=False)``; sets ``model_data``.
+        """Wait for the latest job started with ``fit(wait=False)`` (a SageMaker or a ``local_process``
+        job); sets ``model_data``.
 
         Raises:
-            EstimatorArgumentError: no cloud job was started.
-            TrainingJobFailedError: the job failed (carries its FailureReason).
+            EstimatorArgumentError: no job was started.
+            TrainingJobFailedError: the job failed, or was stopped at its ``max_run`` (carries its
+                FailureReason); a job stopped with ``latest_training_job.stop()`` raises nothing.
         """
-        if not isinstance(self.latest_training_job, cloud.CloudJob):
-            raise EstimatorArgumentError("no SageMaker training job to wait for: call fit(..., wait=False) first")
+        if self.latest_training_job is None:
+            raise EstimatorArgumentError("no training job to wait for: call fit(..., wait=False) first")
         self.model_data = self.latest_training_job.wait(logs=logs)
 
     @classmethod

@@ -1,5 +1,6 @@
 """The hosts of a docker-free (``local_process``) job: start each one's process, stream its log,
-wait for all of them, and stop the rest when one fails or the job runs past its ``max_run``.
+wait for all of them, stop the rest when one fails, and stop them all when asked or when the job
+runs past its ``max_run`` (SIGTERM, a grace period, SIGKILL: :mod:`~sagemaker_tc.sdk.local_stop`).
 
 :func:`sagemaker_tc.sdk.local_process.run_job` lays out the job folders and calls :func:`run_hosts`;
 how a host starts (the toolkit for the estimators, the compiler driver for SDK v3's ModelTrainer)
@@ -8,9 +9,8 @@ is a :class:`HostCommand`.
 
 from __future__ import annotations
 
-import os
+import logging
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -20,11 +20,20 @@ from pathlib import Path
 from typing import TextIO
 
 from sagemaker_tc import contract
+from sagemaker_tc.sdk.job_status import MAX_RUNTIME_EXCEEDED
+from sagemaker_tc.sdk.local_stop import StopRequest, kill, live_groups, terminate
+
+logger = logging.getLogger(__name__)
 
 # After one host fails, the others get this long to fail on their own (a peer's collective errors
 # out when its partner dies) before they are stopped.
 FAILED_HOST_GRACE_SECONDS = 15
 STOPPED_PREFIX = "Stopped: another host of the job failed: "
+# The FailureReason of a job stopped at its max_run starts with this, then "<max_run> seconds and was stopped".
+MAX_RUNTIME_PREFIX = f"{MAX_RUNTIME_EXCEEDED}: the job ran longer than "
+POLL_S = 0.2  # how often the hosts are checked, seconds
+# How long a killed job's processes may take to be gone (a process in uninterruptible sleep outlives SIGKILL).
+KILLED_GONE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -58,14 +67,18 @@ def _stream(pipe: TextIO, sink: TextIO | None, prefix: str) -> None:
 
 
 def _stop(process: subprocess.Popen, job_dir: Path) -> None:
-    """SIGKILL the job's whole process group (the toolkit and the user's script under it), then remove
-    the temporary folders its processes could not (``output/sagemaker-tc-tmp``: :mod:`sagemaker_tc.scratch`)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL the host's whole process group (the toolkit and the user's script under it) and the
+    groups under it (torchrun's ranks), then remove the temporary folders its processes could not
+    (``output/sagemaker-tc-tmp``: :mod:`sagemaker_tc.scratch`)."""
+    kill((), [process.pid])
     process.wait()
-    shutil.rmtree(job_dir / "output" / contract.SCRATCH_DIRNAME, ignore_errors=True)
+    _remove_scratch({"": job_dir})
+
+
+def _remove_scratch(job_dirs: dict[str, Path]) -> None:
+    """Remove the temporary folders a stopped job's processes could not (``output/sagemaker-tc-tmp``)."""
+    for job_dir in job_dirs.values():
+        shutil.rmtree(job_dir / "output" / contract.SCRATCH_DIRNAME, ignore_errors=True)
 
 
 def _start_host(command: HostCommand, environment: dict[str, str]) -> subprocess.Popen:
@@ -91,8 +104,15 @@ def run_hosts(
     sink: TextIO | None,
     *,
     max_run: int,
+    stop: StopRequest | None = None,
 ) -> dict[str, int]:
-    """Start every host, stream its log to ``sink``, and wait for all of them; returns each exit code."""
+    """Start every host, stream its log to ``sink``, and wait for all of them; returns each exit code.
+
+    ``stop`` (a :class:`~sagemaker_tc.sdk.local_stop.StopRequest`, set from another thread) stops
+    the job as SageMaker does: SIGTERM to every process of every host, ``stop.grace_s`` for them to
+    end, then SIGKILL. The job runs past ``max_run`` seconds: the same stop, as ``MaxRuntimeExceeded``.
+    """
+    stop = stop or StopRequest()
     processes: dict[str, subprocess.Popen] = {}
     streamers = []
     try:
@@ -101,7 +121,7 @@ def run_hosts(
             streamer = threading.Thread(target=_stream, args=(processes[host].stdout, sink, f"{host} | "), daemon=True)
             streamer.start()
             streamers.append(streamer)
-        exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run)
+        exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run, stop=stop)
     except BaseException:  # e.g. Ctrl-C in the notebook: stop every host, then let the interrupt through
         for host, process in processes.items():
             _stop(process, job_dirs[host])
@@ -112,41 +132,74 @@ def run_hosts(
 
 
 def _wait_for_hosts(
-    processes: dict[str, subprocess.Popen], job_dirs: dict[str, Path], *, max_run: int
+    processes: dict[str, subprocess.Popen], job_dirs: dict[str, Path], *, max_run: int, stop: StopRequest
 ) -> dict[str, int]:
-    """Wait for every host; stop the rest when one fails or the job runs past ``max_run`` seconds."""
+    """Wait for every host; stop the rest when one fails, and all of them on ``stop`` or past ``max_run``."""
     deadline = time.monotonic() + max_run
     exit_codes: dict[str, int] = {}
     stop_others_at: float | None = None
     failed_host: str | None = None
-    while len(exit_codes) < len(processes):
+    stopping: _Stopping | None = None
+    while True:
         for host, process in processes.items():
-            if host in exit_codes:
-                continue
-            code = process.poll()
+            code = None if host in exit_codes else process.poll()
             if code is None:
                 continue
             exit_codes[host] = code
-            if code != 0 and failed_host is None:
+            if code != 0 and failed_host is None and stopping is None:
                 failed_host = host
                 stop_others_at = time.monotonic() + FAILED_HOST_GRACE_SECONDS
         now = time.monotonic()
-        if now > deadline:
-            for host, process in processes.items():
-                if host not in exit_codes:
-                    _stop(process, job_dirs[host])
-                    exit_codes[host] = process.returncode
-                    _write_failure_once(
-                        job_dirs[host], f"MaxRuntimeExceeded: the job ran longer than {max_run} seconds and was stopped"
-                    )
+        if now > deadline and len(exit_codes) < len(processes):
+            stop.request(MAX_RUNTIME_EXCEEDED, reason=f"{MAX_RUNTIME_PREFIX}{max_run} seconds and was stopped")
+        if stopping is None and stop.requested and len(exit_codes) < len(processes):
+            stopping = _Stopping([process.pid for host, process in processes.items() if host not in exit_codes], stop)
+        if stopping is not None:
+            if stopping.finished(processes, job_dirs, exit_codes):
+                return exit_codes
+        elif len(exit_codes) == len(processes):
+            return exit_codes
         elif stop_others_at is not None and now > stop_others_at:
             for host, process in processes.items():
                 if host not in exit_codes:
                     _stop(process, job_dirs[host])
                     exit_codes[host] = process.returncode
                     _write_failure_once(job_dirs[host], f"{STOPPED_PREFIX}{failed_host} failed")
-        time.sleep(0.2)
-    return exit_codes
+        time.sleep(POLL_S)
+
+
+class _Stopping:
+    """A stop under way: every host's processes got SIGTERM; SIGKILL once the grace is over."""
+
+    def __init__(self, leaders: list[int], stop: StopRequest) -> None:
+        """Send SIGTERM to the hosts still running, led by ``leaders`` (their process group IDs)."""
+        self.leaders = leaders
+        self.groups = terminate(leaders)
+        stop.signalled.set()
+        self.kill_at = time.monotonic() + stop.grace_s
+        logger.info("Stopping the job (%s): SIGTERM sent, SIGKILL in %.0f s", stop.secondary_status, stop.grace_s)
+
+    def finished(
+        self, processes: dict[str, subprocess.Popen], job_dirs: dict[str, Path], exit_codes: dict[str, int]
+    ) -> bool:
+        """True once every process of the job has ended (killed past the grace), exit codes recorded."""
+        if len(exit_codes) == len(processes) and not live_groups(self.groups):
+            _remove_scratch(job_dirs)
+            return True
+        if time.monotonic() < self.kill_at:
+            return False
+        logger.info("Grace period over: killing what is left of the job")
+        kill(self.groups, self.leaders)
+        for host, process in processes.items():
+            _stop(process, job_dirs[host])
+            exit_codes.setdefault(host, process.returncode)
+        gone_by = time.monotonic() + KILLED_GONE_S
+        while live_groups(self.groups) and time.monotonic() < gone_by:
+            time.sleep(POLL_S)
+        left = live_groups(self.groups)
+        if left:
+            logger.warning("Processes of the stopped job still run after SIGKILL (process groups %s)", sorted(left))
+        return True
 
 
 def first_failure(failed: list[str], job_dirs: dict[str, Path], reasons: dict[str, str | None]) -> str:

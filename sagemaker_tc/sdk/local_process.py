@@ -5,7 +5,8 @@ it lays out a job folder like ``/opt/ml`` (config JSON files, channels, code, mo
 the real sagemaker-training toolkit's ``train`` in a subprocess with ``SAGEMAKER_BASE_DIR`` and
 ``SM_STUDIO_LOCAL_MODE=true``, streams its log live, then writes ``model.tar.gz`` (the ``model/``
 folder) and ``output.tar.gz`` (the ``output/data/`` folder) under ``<output_path>/<job name>/output/``,
-also when the job failed, so nothing it produced is lost.
+also when the job failed or was stopped, so nothing it produced is lost. A job is stopped as SageMaker
+stops one (:mod:`~sagemaker_tc.sdk.local_stop`); :class:`~sagemaker_tc.sdk.local_job.LocalJob` is its handle.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
 from sagemaker_tc.sdk import job_namespace
 from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync, is_synced_locally
 from sagemaker_tc.sdk.local_hosts import HostCommand, first_failure, free_port, run_hosts
+from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
 logger = logging.getLogger(__name__)
@@ -67,14 +69,17 @@ class LocalJobResult:
 
     Attributes:
         job_name: the job's name.
-        status: ``"Completed"`` or ``"Failed"`` (SageMaker's TrainingJobStatus values).
-        failure_reason: None, or the first 1024 characters of ``output/failure``.
+        status: ``"Completed"``, ``"Failed"`` or ``"Stopped"`` (SageMaker's TrainingJobStatus values).
+        failure_reason: None, or the first 1024 characters of ``output/failure``; for a job stopped at
+            its ``max_run``, ``"MaxRuntimeExceeded: ..."``.
         exit_code: the toolkit process's exit code.
         job_dir: the ``/opt/ml``-style folder the job ran in.
         model_artifacts: ``file://`` URI of ``model.tar.gz``.
         output_artifacts: ``file://`` URI of ``output.tar.gz``.
         duration_seconds: wall time of the job (all hosts), seconds.
         host_dirs: each host's ``/opt/ml``-style folder (``job_dir`` is ``algo-1``'s).
+        secondary_status: SageMaker's SecondaryStatus: ``"Completed"``, ``"Failed"``, ``"Stopped"``
+            (a stop was asked for) or ``"MaxRuntimeExceeded"``.
     """
 
     job_name: str
@@ -86,6 +91,7 @@ class LocalJobResult:
     output_artifacts: str
     duration_seconds: float
     host_dirs: dict[str, Path] = field(default_factory=dict)
+    secondary_status: str | None = None
 
 
 def toolkit_host(job_dir: Path, host: str) -> HostCommand:
@@ -171,6 +177,7 @@ def run_job(
     logs: bool = True,
     log_sink: TextIO | None = None,
     host_command: Callable[[Path, str], HostCommand] = toolkit_host,
+    stop: StopRequest | None = None,
 ) -> LocalJobResult:
     """Run ``request`` on this machine with the real sagemaker-training toolkit; block until it ends.
 
@@ -181,8 +188,10 @@ def run_job(
     ``<output_path>/<job name>/output/{model,output}.tar.gz`` from ``algo-1`` (where rank 0 runs).
 
     The job fails as a whole: when a host fails, the others get ``local_hosts.FAILED_HOST_GRACE_SECONDS`` to
-    end on their own, then are stopped and their ``output/failure`` names the failed host. Every
-    host is stopped (SIGKILL) after ``StoppingCondition.MaxRuntimeInSeconds``.
+    end on their own, then are stopped and their ``output/failure`` names the failed host. A
+    ``stop`` request (from another thread), or ``StoppingCondition.MaxRuntimeInSeconds`` passing,
+    stops every host as SageMaker does: SIGTERM, a grace period (120 s; ``SM_TC_STOP_GRACE_S``),
+    SIGKILL (:mod:`~sagemaker_tc.sdk.local_stop`); the job ends ``Stopped`` with what it wrote.
 
     Each host runs in its own mount namespace where ``/opt/ml`` is its job folder, and a
     ``CheckpointConfig`` syncs a local folder with each host's checkpoint folder (see
@@ -193,52 +202,94 @@ def run_job(
         logs: stream each host's log (stdout and stderr, prefixed ``algo-N | ``) to ``log_sink``.
         log_sink: where to stream; defaults to ``sys.stdout``.
         host_command: how each host starts, from its job folder and name (default: the toolkit).
+        stop: the job's stop request (default: one that only ``max_run`` sets).
 
     Returns:
-        The result; a failed job is a result with ``status="Failed"``, not an exception.
+        The result; a failed or stopped job is a result with ``status="Failed"``/``"Stopped"``, not an exception.
 
     Raises:
         ChannelNotFoundError: a channel's local path does not exist.
         EstimatorArgumentError: the output or checkpoint path is not local, the checkpoint folder is
-            not under ``/opt/ml``, or the job folder exists.
+            not under ``/opt/ml``, the job folder exists, or ``SM_TC_STOP_GRACE_S`` is not a number >= 0.
         OptMlUnavailableError: the job names ``/opt/ml`` and this machine allows no mount namespace.
     """
+    return prepare_job(request, host_command=host_command).run((log_sink or sys.stdout) if logs else None, stop)
+
+
+@dataclass
+class PreparedJob:
+    """A ``local_process`` job laid out and ready to start (see :func:`run_job`).
+
+    Attributes:
+        request: the job.
+        output_root: ``<output_path>/<job name>``.
+        job_dirs: each host's ``/opt/ml``-style folder.
+        commands: how each host starts.
+        environment: the environment every host starts with.
+        grace_s: seconds between SIGTERM and SIGKILL when the job is stopped.
+        checkpoints: the checkpoint sync (a context manager).
+    """
+
+    request: TrainingJobRequest
+    output_root: Path
+    job_dirs: dict[str, Path]
+    commands: dict[str, HostCommand]
+    environment: dict[str, str]
+    grace_s: float
+    checkpoints: AbstractContextManager
+
+    def run(self, sink: TextIO | None, stop: StopRequest | None = None) -> LocalJobResult:
+        """Run the hosts, streaming their log to ``sink``; then write the artifacts, however the job ended."""
+        request, job_dirs = self.request, self.job_dirs
+        stop = stop or StopRequest(self.grace_s)
+        logger.info(
+            "Starting local_process training job %s on %s in %s",
+            request.training_job_name,
+            list(job_dirs),
+            self.output_root,
+        )
+        max_run = request.stopping_condition.max_runtime_in_seconds
+        started = time.monotonic()
+        try:
+            with self.checkpoints:
+                exit_codes = run_hosts(self.commands, job_dirs, self.environment, sink, max_run=max_run, stop=stop)
+        finally:
+            job_namespace.remove_stages(job_dirs)
+        duration = time.monotonic() - started
+        first = next(iter(job_dirs.values()))  # algo-1
+        model_tar, output_tar = _write_artifacts(first, self.output_root / "output")
+        status, secondary, reason = _outcome(job_dirs, exit_codes, stop)
+        logger.info("Training job %s %s in %.1f s", request.training_job_name, status, duration)
+        return LocalJobResult(
+            job_name=request.training_job_name,
+            status=status,
+            failure_reason=reason,
+            exit_code=max((abs(code) for code in exit_codes.values()), default=0),
+            job_dir=first,
+            model_artifacts=model_tar.as_uri(),
+            output_artifacts=output_tar.as_uri(),
+            duration_seconds=duration,
+            host_dirs=dict(job_dirs),
+            secondary_status=secondary,
+        )
+
+
+def prepare_job(
+    request: TrainingJobRequest, *, host_command: Callable[[Path, str], HostCommand] = toolkit_host
+) -> PreparedJob:
+    """Check ``request`` and lay out its job folders; nothing starts (raises as :func:`run_job`)."""
     output_root = local_path(request.output_data_config.s3_output_path) / request.training_job_name
     job_dirs = _host_dirs(request, output_root)
+    environment = _job_environment(request)
+    grace_s = stop_grace_s(environment)
     namespace = job_namespace.prepare(request)  # before any folder is made: a refusal leaves nothing
     checkpoints = _checkpoint_sync(request, job_dirs)
     for host, job_dir in job_dirs.items():
         prepare_job_dir(request, job_dir, host)
-    logger.info(
-        "Starting local_process training job %s on %s in %s", request.training_job_name, list(job_dirs), output_root
-    )
-    sink = (log_sink or sys.stdout) if logs else None
-    max_run = request.stopping_condition.max_runtime_in_seconds
-    started = time.monotonic()
     commands = {host: host_command(job_dir, host) for host, job_dir in job_dirs.items()}
     if namespace is not None:  # one mount namespace per host, where /opt/ml is its job folder
         commands = {host: namespace.wrap(command, job_dirs[host]) for host, command in commands.items()}
-    try:
-        with checkpoints:
-            exit_codes = run_hosts(commands, job_dirs, _job_environment(request), sink, max_run=max_run)
-    finally:
-        job_namespace.remove_stages(job_dirs)
-    duration = time.monotonic() - started
-    first = next(iter(job_dirs.values()))  # algo-1
-    model_tar, output_tar = _write_artifacts(first, output_root / "output")
-    status, reason = _outcome(job_dirs, exit_codes)
-    logger.info("Training job %s %s in %.1f s", request.training_job_name, status, duration)
-    return LocalJobResult(
-        job_name=request.training_job_name,
-        status=status,
-        failure_reason=reason,
-        exit_code=max((abs(code) for code in exit_codes.values()), default=0),
-        job_dir=first,
-        model_artifacts=model_tar.as_uri(),
-        output_artifacts=output_tar.as_uri(),
-        duration_seconds=duration,
-        host_dirs=dict(job_dirs),
-    )
+    return PreparedJob(request, output_root, job_dirs, commands, environment, grace_s, checkpoints)
 
 
 def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path]:
@@ -291,13 +342,17 @@ def _write_artifacts(job_dir: Path, artifacts: Path) -> tuple[Path, Path]:
     return model_tar, output_tar
 
 
-def _outcome(job_dirs: dict[str, Path], exit_codes: dict[str, int]) -> tuple[str, str | None]:
-    """``("Completed", None)``, or ``("Failed", reason)`` with the reason of the host that failed first."""
+def _outcome(job_dirs: dict[str, Path], exit_codes: dict[str, int], stop: StopRequest) -> tuple[str, str, str | None]:
+    """``(TrainingJobStatus, SecondaryStatus, FailureReason)``: ``Stopped`` once the job was sent SIGTERM
+    (``Stopped``, or ``MaxRuntimeExceeded`` with its reason), else ``Completed``, or ``Failed`` with the
+    reason of the host that failed first."""
+    if stop.signalled.is_set():
+        return "Stopped", stop.secondary_status or REQUESTED, stop.reason
     hosts = list(job_dirs)
     reasons = {host: _failure_reason(job_dirs[host], exit_codes[host]) for host in hosts}
     failed = [host for host in hosts if reasons[host] is not None]
     if not failed:
-        return "Completed", None
+        return "Completed", "Completed", None
     origin = first_failure(failed, job_dirs, reasons)
     reason = reasons[origin] if len(hosts) == 1 else f"{origin}: {reasons[origin]}"
-    return "Failed", reason[:MAX_FAILURE_REASON_CHARS]
+    return "Failed", "Failed", reason[:MAX_FAILURE_REASON_CHARS]

@@ -1,0 +1,35 @@
+"""SageMaker's training job statuses, and the one rule for which endings ``wait()`` raises on, shared by
+the ``local_process`` job (:class:`~sagemaker_tc.sdk.local_job.LocalJob`) and the SageMaker one
+(:class:`~sagemaker_tc.sdk.cloud.CloudJob`).
+
+The values are DescribeTrainingJob's ``TrainingJobStatus`` and ``SecondaryStatus`` (SageMaker API
+reference, ``SecondaryStatusTransition``: a ``Stopped`` job's secondary status is ``Stopped``, or
+``MaxRuntimeExceeded`` when it "stopped because it exceeded the maximum allowed runtime").
+"""
+
+from __future__ import annotations
+
+from sagemaker_tc.errors import TrainingJobFailedError
+
+IN_PROGRESS = "InProgress"
+COMPLETED = "Completed"
+FAILED = "Failed"
+STOPPING = "Stopping"
+STOPPED = "Stopped"
+ENDED = (COMPLETED, FAILED, STOPPED)
+# SecondaryStatus values besides the ones named like a status.
+TRAINING = "Training"
+MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+
+
+def check_outcome(job_name: str, status: str, secondary_status: str | None, failure_reason: str | None) -> None:
+    """Raise unless the job ended as asked: ``Completed``, or ``Stopped`` by a stop request (secondary
+    status ``Stopped``). A job stopped at its ``max_run`` did not finish: it raises like a failure.
+
+    Raises:
+        TrainingJobFailedError: ``Failed``, or ``Stopped`` with ``MaxRuntimeExceeded``; carries the
+            FailureReason (else the statuses).
+    """
+    if status == COMPLETED or (status == STOPPED and secondary_status == STOPPED):
+        return
+    raise TrainingJobFailedError(job_name, failure_reason or f"status {status} ({secondary_status})")
