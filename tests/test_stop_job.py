@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_local_process import running
 
 from sagemaker_tc import PyTorch, TrainingCompilerConfig, TrainingJobFailedError, contract
 from sagemaker_tc.errors import EstimatorArgumentError
@@ -75,15 +76,6 @@ def wait_until(job, done) -> None:
 def archive_members(uri: str) -> dict[str, str]:
     with tarfile.open(uri.removeprefix("file://")) as tar:
         return {member.name: tar.extractfile(member).read().decode() for member in tar.getmembers() if member.isfile()}
-
-
-def running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.slow
