@@ -100,12 +100,6 @@ def test_bad_channels_fail_before_the_job_starts(make, tmp_path, inputs, message
     assert estimator.model_data is None
 
 
-def test_wait_false_is_refused_for_local_process(make, tmp_path):
-    with pytest.raises(EstimatorArgumentError, match="wait=True"):
-        make().fit(None, wait=False)
-    assert not (tmp_path / "out").exists()
-
-
 def test_request_runs_the_launcher_only_when_the_compiler_is_on(make):
     on = make()._build_request("job-1", {}, "/tmp/sourcedir.tar.gz").to_api_dict()
     off = make(compiler_config=TrainingCompilerConfig(enabled=False))._build_request("job-2", {}, "/x").to_api_dict()
