@@ -126,6 +126,19 @@ def test_a_failure_in_any_compiled_callable_steps_back_and_training_goes_on(inje
         assert report["fallback_reason"] is None
 
 
+def test_a_torch_compile_call_that_fails_at_its_first_use_steps_back_too(inject_into):
+    """Plan variants are ``torch.compile``'d at their first call (``plans.PlanVariants``): a
+    ``torch.compile`` that raises there (here an unknown backend) sits behind the fallback like a
+    failing compiled call, and training goes on."""
+    inject_into("regional", "no-such-backend")
+    with pytest.warns(UserWarning, match="plan regional failed"):
+        report = train(small_bert(), TrainingCompilerConfig(plan="regional", baseline_steps=0))
+    assert report["steps"] == 6 and report["plan"] == "eager"
+    failure = report["plan_decision"]["failures"][0]
+    assert failure["plan"] == "regional" and failure["kind"] == "compiler_error"
+    assert "no-such-backend" in failure["reason"]
+
+
 def test_under_strict_a_failure_is_a_compiler_error_naming_the_plan(inject_into):
     inject_into("model", Inject("call", n=1))
     with pytest.raises(CompilerError, match="plan 'model' failed and policy='strict'"):
