@@ -6,6 +6,8 @@ Public API (imported lazily, so the container side never loads the SDK and the S
 - ``HuggingFace``, ``PyTorch``: estimators with ``compiler_config``, on sagemaker-core 2.x.
 - ``ModelTrainer``: SDK v3's ``ModelTrainer`` (sagemaker-train) with ``compiler_config`` (extra ``[v3]``).
 - ``compile_model``: the one call a plain PyTorch training loop makes.
+- ``stop_requested``, ``resume_from``: a plain loop's stop and resume hooks (checkpoint helpers in
+  :mod:`sagemaker_tc.checkpoints`).
 - ``BucketCollator``, ``pad_to_bucket``: shape bucketing for a plain loop's batches.
 - ``tune_batch_size``, ``find_max_batch``, ``scale_learning_rate``: batch size and learning rate
   tuned with the compiler (:mod:`sagemaker_tc.tuning`).
@@ -56,6 +58,8 @@ _LAZY = {
     "TrainingInput": "sagemaker_tc.sdk.inputs",
     "FileSystemInput": "sagemaker_tc.sdk.inputs",
     "compile_model": "sagemaker_tc.integrations.pytorch",
+    "stop_requested": "sagemaker_tc.integrations.pytorch",
+    "resume_from": "sagemaker_tc.integrations.pytorch",
     "BucketCollator": "sagemaker_tc.compiler.collator",
     "pad_to_bucket": "sagemaker_tc.compiler.shapes",
     "tune_batch_size": "sagemaker_tc.tuning.api",
@@ -100,7 +104,9 @@ __all__ = [
     "compile_model",
     "find_max_batch",
     "pad_to_bucket",
+    "resume_from",
     "scale_learning_rate",
+    "stop_requested",
     "tune_batch_size",
 ]
 

@@ -177,6 +177,13 @@ class TrainingCompilerConfig(BaseModel):
         description="Compile cache reused across jobs: a local folder or an s3:// URI. Loaded before the first "
         "compile, saved when the job ends. None: no cache.",
     )
+    resume: Literal["auto"] | None = Field(
+        default=None,
+        description="'auto': a Hugging Face Trainer script that calls trainer.train() without "
+        "resume_from_checkpoint resumes from the newest complete checkpoint in TrainingArguments.output_dir "
+        "(point it at /opt/ml/checkpoints for checkpoint_s3_uri and spot); with none there, it starts at step 0. "
+        "None: the script decides (as written). A resumed job keeps its compile plan decision.",
+    )
     baseline_steps: int = Field(
         default=3,
         ge=0,

@@ -81,7 +81,7 @@ def test_hf_trainer_script_is_compiled_with_no_change(tmp_path, sst2_channels, t
     assert [t["variant"] for t in report["trials"]] == ["eager", "compiled"]
     # The report's eager step is what the eager trial measured (break_even_steps' rule: test_report.py).
     assert report["eager_step_seconds"] == report["trials"][0]["steady_step_seconds"]
-    assert report["cache"] == {"state": "disabled"}
+    assert report["cache"] == {"state": "disabled", "hit": False}
     assert report["graph_breaks"] == 0 and report["recompile_limit_hit"] is False  # BERT compiles without breaks
     # Metric lines that the SDK's metric definitions read.
     import re

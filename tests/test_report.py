@@ -94,7 +94,7 @@ def test_summary_of_the_final_variant_and_break_even_in_the_report():
         ),
     )
     assert report["compiled"] is True and report["break_even_steps"] == 17  # 8.5 s / 0.5 s saved per step
-    assert report["cache"] == {"state": "disabled"} and report["recompile_limit_hit"] is False
+    assert report["cache"] == {"state": "disabled", "hit": False} and report["recompile_limit_hit"] is False
 
 
 def test_report_of_an_auto_job_that_kept_eager_says_why():

@@ -43,7 +43,8 @@ def job_facts(session: CompilerSession) -> JobFacts:
         plan_decision=_plan_decision(session),
         trials=runtime.trials() if attached else [],
         eager_step_seconds=runtime.eager_step_seconds() if attached else None,
-        cache=dict(session.job_cache.outcome) if session.job_cache is not None else {"state": "disabled"},
+        cache=_cache(session),
+        resumed_from=session.resumed_from,
         shapes=session.buckets.summary(),
         recompile_limit_hits=list(session.watch.recompile_limit_hits),
         training_compiles=session.timer.compiles_in_steps,
@@ -54,12 +55,22 @@ def job_facts(session: CompilerSession) -> JobFacts:
     )
 
 
+def _cache(session: CompilerSession) -> dict[str, Any]:
+    """The cache outcome, with ``hit``: True when the load restored a warm entry."""
+    if session.job_cache is None:
+        return {"state": "disabled", "hit": False}
+    return {**session.job_cache.outcome, "hit": session.job_cache.outcome.get("state") == "warm"}
+
+
 def _plan_decision(session: CompilerSession) -> dict[str, Any] | None:
     runtime = session.runtime
     if runtime.config is None:
         return None
+    decision = runtime.decision
+    source = (decision or {}).get("source") or ("configured" if runtime.config.plan != "auto" else None)
     return {
         "requested": runtime.config.plan,
+        "source": source,
         "optimizer": runtime.optimizer_kind,
         "decision": runtime.decision,
         "shape_policy": runtime.shapes.describe() if runtime.shapes is not None else None,

@@ -68,6 +68,8 @@ class JobFacts:
         attention: the model's attention kernel (Hugging Face models).
         batch_tuning: the batch-size decision
             (:meth:`sagemaker_tc.tuning.decision.TuningDecision.to_dict`), else None.
+        resumed_from: the checkpoint the job resumed from (:func:`sagemaker_tc.compiler.resume.begin`:
+            ``{"checkpoint", "step", "steps_lost"}``), else None.
         xla: ``backend="xla"``'s counts (:meth:`sagemaker_tc.compiler.xla.XlaRuntime.compile_stats`),
             else None.
     """
@@ -82,7 +84,7 @@ class JobFacts:
     plan_decision: dict[str, Any] | None = None
     trials: list[dict[str, Any]] = field(default_factory=list)
     eager_step_seconds: float | None = None
-    cache: dict[str, Any] = field(default_factory=lambda: {"state": "disabled"})
+    cache: dict[str, Any] = field(default_factory=lambda: {"state": "disabled", "hit": False})
     shapes: dict[str, Any] | None = None
     recompile_limit_hits: list[str] = field(default_factory=list)
     training_compiles: int | None = None
@@ -90,6 +92,7 @@ class JobFacts:
     attention: str | None = None
     batch_tuning: dict[str, Any] | None = None
     xla: dict[str, Any] | None = None
+    resumed_from: dict[str, Any] | None = None
 
 
 def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, Any]:
@@ -147,7 +150,8 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
         "graph_breaks": dynamo.graph_breaks,
         "graph_break_reasons": dynamo.graph_break_reasons,
         "shapes": facts.shapes,
-        "cache": facts.cache or {"state": "disabled"},
+        "cache": facts.cache or {"state": "disabled", "hit": False},
+        "resumed_from": facts.resumed_from,
         "inductor_cache": facts.inductor_cache,
         "batch_tuning": facts.batch_tuning,
         "xla": facts.xla,

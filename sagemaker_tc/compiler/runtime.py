@@ -85,6 +85,7 @@ class CompilerRuntime:
         self.recompile_budgets: dict[str, int] = {}
         self.failed = PlanFailures()
         self._skipped_counters: list[StepPlanOptimizer] = []
+        self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
@@ -139,6 +140,8 @@ class CompilerRuntime:
             )
             self.schedule = Schedule(config, workload)
             self.schedule.set_job_length(*self._job_length)
+            if self.resumed_decision is not None:
+                self.schedule.resume(self.resumed_decision, planner.auto_candidates(self.device))
         self._activate(self._effective(self.schedule.first_plan(self.active)))
         return plan
 
@@ -167,7 +170,8 @@ class CompilerRuntime:
 
     @property
     def decision(self) -> dict[str, Any] | None:
-        """``plan="auto"``'s decision once made (None before, and for explicit plans)."""
+        """``plan="auto"``'s decision once made, or a resumed job's (None before, and for explicit plans
+        not resumed)."""
         return self.schedule.decision if self.schedule is not None else None
 
     def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:

@@ -92,6 +92,31 @@ class Schedule:
             self._plan_next(available())
         return self.phases[0].plan if self.phases else self.chosen
 
+    def resume(self, saved: dict[str, Any], available: Sequence[str]) -> bool:
+        """Run the plan an interrupted job ran (``saved``: the plan file in its checkpoint,
+        :func:`sagemaker_tc.compiler.resume.plan_file`) from the first step, with no eager baseline
+        and no trials (it measured those); :attr:`decision` then says ``source: "resumed"``. Only
+        when the saved requested plan is this job's; for ``auto``, the plan ``auto`` chose, when it
+        is one this job can run (``available``, or eager). Rank 0's file, on every rank (a
+        collective). Returns False (and changes nothing) when it does not apply."""
+        saved = agree_across_ranks(saved)
+        requested = saved.get("requested")
+        chosen = (saved.get("decision") or {}).get("chosen") if self.auto else requested
+        runnable = chosen == planner.EAGER or chosen in available or not self.auto
+        if requested != self.config.plan or not chosen or not runnable or not self.config.compiles:
+            logger.info("Not resuming the compile plan of the checkpoint (%r): not one this job runs", chosen)
+            return False
+        self.phases, self.chosen = [Phase(chosen, None, trial=False)], chosen
+        earlier = saved.get("decision") or {}
+        self.decision = {
+            **earlier,
+            "chosen": chosen,
+            "source": "resumed",
+            "reason": f"{chosen}: the plan the interrupted job ran (resumed from its checkpoint; no new trials)",
+        }
+        logger.info("COMPILE PLAN: %s", self.decision["reason"])
+        return True
+
     def invalidate(self, plan: str, reason: str) -> None:
         """``plan``'s measurements in this job are not to be trusted (it failed, or hit a recompile
         limit and ran partly eager): never timed, never chosen (the first reason is kept)."""
@@ -135,6 +160,7 @@ class Schedule:
             "decided_at_step": self.steps,
             "remaining_steps": remaining,
             "projections": [p.to_dict() for p in by_plan],
+            "source": "measured",
             "reason": f"{self.chosen} for the remaining {remaining} steps: lowest projected time ({describe(by_plan)})",
         }
         logger.info("COMPILE PLAN: %s", self.decision["reason"])

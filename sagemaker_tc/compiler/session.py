@@ -37,6 +37,7 @@ from sagemaker_tc.compiler.report import build_report, print_metric_lines, write
 from sagemaker_tc.compiler.runtime import CompilerRuntime
 from sagemaker_tc.compiler.shapes import BucketStats, recompile_limit_for_buckets
 from sagemaker_tc.compiler.steps import StepTimer
+from sagemaker_tc.compiler.stopping import StopSignal
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import SessionStateError
 
@@ -133,6 +134,8 @@ class CompilerSession:
         self.plan: CompilePlan | None = None
         self.batch_tuning: BatchTuning | None = None
         self.step_watcher: StepWatcher | None = None  # the plain-loop integration's (compile_model)
+        self.stop: StopSignal | None = None  # a job launcher's: SIGTERM stops at a step boundary
+        self.resumed_from: dict[str, Any] | None = None  # set by compiler.resume.begin
         self.state = "new"
         self._undo: list[Callable[[], None]] = []
         self.limits = DynamoLimits()

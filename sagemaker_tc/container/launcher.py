@@ -53,6 +53,7 @@ from pathlib import Path
 from sagemaker_tc import contract, scratch
 from sagemaker_tc.compiler.job_cache import JobCache, private_inductor_dir
 from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
+from sagemaker_tc.compiler.stopping import StopSignal
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.container import watchdog
 from sagemaker_tc.container.distributed import processes_per_host, rank_label, torchrun_command
@@ -147,6 +148,8 @@ def open_session(
     session = CompilerSession(config, environ=environ, writes_report=True, job_cache=job_cache).open()
     if importlib.util.find_spec("torch") is not None:
         try:
+            session.stop = StopSignal()
+            session.add_cleanup(session.stop.install())
             session.add_cleanup(when_imported(TRAINER_MODULE, lambda _module: _add_trainer_callback(session)))
         except BaseException:
             session.close()

@@ -7,8 +7,9 @@ process ``hang_grace_s`` seconds: to exit, or, after another rank ended, to use 
 that does neither is stuck: the watcher has it dump its threads' stacks (``faulthandler``, on
 :data:`~sagemaker_tc.container.watchdog.DUMP_SIGNAL`), writes the failure naming the host and rank
 with that stack, and stops it (SIGKILL). It also stops a job process whose parent (torchrun's agent,
-the toolkit) is gone, and, once the job process has ended, reports a crash where no parent launcher
-will (:func:`~sagemaker_tc.container.watchdog.rank_endings`).
+the toolkit) is gone (unless the job is stopping: a SIGTERM reached the watcher too), and, once the
+job process has ended, reports a crash where no parent launcher will
+(:func:`~sagemaker_tc.container.watchdog.rank_endings`).
 
 Imports only the standard library and sagemaker-tc's torch-free modules.
 """
@@ -21,6 +22,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -65,6 +67,9 @@ def _proc_stat(pid: int) -> list[str] | None:
     except OSError:
         return None
     return text.rsplit(")", 1)[1].split()
+
+
+_STOPPING = threading.Event()  # set by SIGTERM (main)
 
 
 class _Watch:
@@ -165,7 +170,7 @@ def _watch(spec: WatchSpec) -> int:
         if os.getppid() != spec.pid:  # the job process has ended (this watcher was handed to another parent)
             _after_exit(state)
             return 0
-        if parent_of(spec.pid) not in (spec.parent_pid, None):
+        if parent_of(spec.pid) not in (spec.parent_pid, None) and not _STOPPING.is_set():
             logger.error("%s: its parent process (torchrun's agent or the toolkit) is gone; stopping it", spec.label)
             os.kill(spec.pid, signal.SIGKILL)
             return 1
@@ -194,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     logger.setLevel(logging.INFO)
     logger.propagate = False
     # Ctrl-C or a SIGTERM stops the job process; the watcher follows it within POLL_S, removing its state folder.
+    # A SIGTERM is a stop request (the job's SIGTERM route: every process of the host gets one): the job
+    # process saves a checkpoint while its parent (the toolkit, torchrun's agent) may already be gone, so a
+    # gone parent no longer stops it; the stop's own SIGKILL after its grace bounds what is left.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: _STOPPING.set())
     return watch(WatchSpec(**json.loads(args[0])))
 
 

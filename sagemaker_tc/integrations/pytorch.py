@@ -158,3 +158,36 @@ def _compile(
     StepWatcher.of(session)
     prepare_model(session, model, config, job_length=(config.expected_steps, "expected_steps"), measure_calls=True)
     return model
+
+
+def stop_requested() -> bool:
+    """True once the job was asked to stop (SIGTERM: ``StopTrainingJob``, ``max_run``, a spot reclaim,
+    ``latest_training_job.stop()``): save a checkpoint and leave the training loop. Call it once per
+    optimizer step, at the same point on every rank: in a multi-process job it is a collective (an
+    all-reduce of one integer over gloo, on the host; it never waits for the GPU) so that every rank
+    stops at the same step (:mod:`sagemaker_tc.compiler.stopping`). Always False outside a job's
+    launcher (no SIGTERM handler is installed there)."""
+    session = current_session()
+    if session is None or session.stop is None:
+        return False
+    return session.stop.agreed(len(session.timer.records))
+
+
+def resume_from(checkpoint: str) -> None:
+    """Tell the compiler that this plain loop resumes from ``checkpoint`` (a ``checkpoint-<step>``
+    folder, e.g. :func:`sagemaker_tc.checkpoints.latest_complete`'s), before :func:`compile_model`:
+    the report says ``resumed_from``, and ``plan="auto"`` runs the plan the interrupted job chose
+    (saved by :func:`sagemaker_tc.checkpoints.writing`) with no new trials. The loop restores its own
+    model, optimizer, scheduler, RNG and data position.
+
+    Raises:
+        ModelArgumentError: no compiler session is open (call it in a job, or after opening one).
+    """
+    from pathlib import Path
+
+    from sagemaker_tc.compiler import resume
+
+    session = current_session()
+    if session is None:
+        raise ModelArgumentError("resume_from() needs the job's compiler session: call it inside a sagemaker-tc job")
+    resume.begin(session, Path(checkpoint))

@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 from sagemaker_tc.compiler.session import CompilerSession
+from sagemaker_tc.integrations import trainer_resume
 from sagemaker_tc.integrations.core import prepare_model, restore_kv_cache
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ def make_callback(session: CompilerSession) -> Any:
                 session.track_optimizer(optimizer)
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
             session.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
+            trainer_resume.on_step_end(session, args, state, control)
+
+        def on_save(self, args, state, control, **kwargs):
+            trainer_resume.on_save(session, args, state)
 
     return CompilerReportCallback()
 
@@ -123,6 +128,7 @@ def install(session: CompilerSession) -> bool:
 
     callback = make_callback(session)
     trainer_module.DEFAULT_CALLBACKS.append(callback)
+    session.add_cleanup(trainer_resume.install_train_wrapper(session, trainer_module.Trainer))
 
     def remove() -> None:
         if callback in trainer_module.DEFAULT_CALLBACKS:

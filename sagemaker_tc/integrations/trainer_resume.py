@@ -1,0 +1,81 @@
+"""Hugging Face ``Trainer``: stop on SIGTERM with a checkpoint, and resume from the newest complete one.
+
+- **Stop** (:func:`on_step_end`): once the job's :class:`~sagemaker_tc.compiler.stopping.StopSignal`
+  says stop (agreed by every rank), the callback sets ``control.should_save`` and
+  ``control.should_training_stop``: ``Trainer`` saves ``checkpoint-<step>`` into ``output_dir`` by its
+  own code (model, optimizer, scheduler, RNG, data position in ``trainer_state.json``), and
+  ``train()`` returns; the script goes on as after a finished ``train()``. Not transformers'
+  ``enable_jit_checkpoint`` (transformers >= 5.x): its SIGTERM handler decides per process, so in a
+  multi-rank job one rank can leave the loop while another steps on and waits in a collective until
+  the kill; a script that turns it on keeps it, and ours stands aside.
+- **Complete checkpoints** (:func:`on_save`): after ``Trainer`` wrote a checkpoint, global rank 0
+  writes the compile plan file and then the completion marker (:mod:`sagemaker_tc.checkpoints`).
+- **Progress** (:func:`on_step_end`): global rank 0 records the finished step in ``output_dir``, so a job
+  resumed after a kill reports how many steps were lost.
+- **Resume** (:func:`install_train_wrapper`): ``Trainer.train`` is wrapped while the session is open,
+  to resolve ``resume_from_checkpoint`` (and ``resume="auto"``,
+  :func:`sagemaker_tc.compiler.resume.checkpoint_to_resume`) and tell the session before ``train()``
+  attaches the model.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sagemaker_tc import checkpoints
+from sagemaker_tc.compiler import resume
+
+logger = logging.getLogger(__name__)
+
+
+def on_step_end(session: Any, args: Any, state: Any, control: Any) -> None:
+    """After an optimizer step: record progress (rank 0) and, when the job is asked to stop, save and stop."""
+    if state.is_world_process_zero and args.output_dir:
+        checkpoints.record_progress(args.output_dir, state.global_step)
+    if session.stop is None or getattr(args, "enable_jit_checkpoint", False):
+        return
+    if session.stop.agreed(state.global_step):
+        logger.warning(
+            "Stopping at step %d: saving checkpoint-%d in %s", state.global_step, state.global_step, args.output_dir
+        )
+        control.should_save = True
+        control.should_training_stop = True
+
+
+def on_save(session: Any, args: Any, state: Any) -> None:
+    """After ``Trainer`` saved ``checkpoint-<global_step>``: the plan file, then the completion marker (rank 0)."""
+    if not state.is_world_process_zero or not args.output_dir:
+        return
+    checkpoint = Path(args.output_dir) / f"{checkpoints.PREFIX}{state.global_step}"
+    if not checkpoint.is_dir():
+        return
+    try:
+        resume.save_plan(session, checkpoint)
+        checkpoints.mark_complete(checkpoint, state.global_step)
+    except OSError:
+        logger.exception("Could not mark %s complete (a resume will skip it)", checkpoint)
+
+
+def install_train_wrapper(session: Any, trainer_class: Any) -> Callable[[], None]:
+    """Wrap ``trainer_class.train`` (module docstring); returns the undo."""
+    original = trainer_class.__dict__["train"]
+
+    @functools.wraps(original)
+    def train(self: Any, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
+        checkpoint = resume.checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir, session.config.resume)
+        if checkpoint is not None:
+            resume.begin(session, checkpoint)
+            resume_from_checkpoint = str(checkpoint)
+        return original(self, resume_from_checkpoint, *args, **kwargs)
+
+    trainer_class.train = train
+
+    def restore() -> None:
+        if trainer_class.__dict__.get("train") is train:
+            trainer_class.train = original
+
+    return restore

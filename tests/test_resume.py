@@ -1,0 +1,180 @@
+"""Stopped, killed, resumed (issue 25, items 2-4): SIGTERM becomes a checkpoint at a step boundary,
+a job resumes from the newest complete checkpoint, and the resumed training ends where an
+uninterrupted one does. Real ``local_process`` jobs (the toolkit, torchrun, gloo) of a tiny BERT on
+SST-2 rows, for a Hugging Face Trainer script and a plain loop."""
+
+import json
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, write_sst2_slice
+from test_stop_job import wait_until
+
+from sagemaker_tc import PyTorch, TrainingCompilerConfig, checkpoints
+from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.schedule import Schedule
+from sagemaker_tc.sdk import local_checkpoints
+
+# Final parameters of a resumed job vs an uninterrupted one (fp32, same plan and data order; the
+# resumed job reloads the saved fp32 state, so only reduction order can differ: none on one process).
+PARAMETER_ATOL = 1e-5
+SCRIPTS = {"trainer": "resume_trainer.py", "loop": "resume_loop.py"}
+
+
+# -- the pieces, in process ---------------------------------------------------------------------------
+def test_only_complete_checkpoints_are_resumed_newest_first(tmp_path, caplog):
+    for step in (10, 20):
+        with checkpoints.writing(tmp_path, step) as target:
+            (target / "state.pt").write_text(f"step {step}")
+    torn = tmp_path / "checkpoint-30"  # a save interrupted mid-write: no marker
+    torn.mkdir()
+    (torn / "state.pt").write_text("half")
+
+    assert checkpoints.latest_complete(tmp_path) == tmp_path / "checkpoint-20"
+    assert "Skipping checkpoint" in caplog.text and "checkpoint-30" in caplog.text
+
+    with pytest.raises(RuntimeError), checkpoints.writing(tmp_path, 40) as target:
+        (target / "state.pt").write_text("never finished")
+        raise RuntimeError("killed while saving")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-10", "checkpoint-20", "checkpoint-30"]
+    assert checkpoints.latest_complete(tmp_path / "missing") is None
+
+
+def test_progress_says_how_many_steps_a_kill_lost(tmp_path):
+    assert checkpoints.steps_lost(tmp_path, 10) is None
+    checkpoints.record_progress(tmp_path, 17)
+    assert checkpoints.steps_lost(tmp_path, 10) == 7
+
+
+@pytest.mark.parametrize(
+    ("requested", "saved", "runs"),
+    [
+        ("auto", {"requested": "auto", "decision": {"chosen": "regional", "source": "measured"}}, "regional"),
+        ("auto", {"requested": "auto", "decision": {"chosen": "eager", "source": "measured"}}, "eager"),
+        ("regional", {"requested": "regional"}, "regional"),
+        ("auto", {"requested": "regional"}, None),  # another request: the search runs again
+        ("auto", {"requested": "auto", "decision": {"chosen": "step"}}, None),  # not a plan this job has
+    ],
+)
+def test_a_resumed_schedule_runs_the_saved_plan_with_no_baseline_or_trials(requested, saved, runs):
+    config = TrainingCompilerConfig(plan=requested)
+    schedule = Schedule(config, planner.Workload(device="cpu", modules={}))
+    before = list(schedule.phases)
+
+    resumed = schedule.resume(saved, available=("regional", "model"))
+
+    assert resumed is (runs is not None)
+    if runs is None:
+        assert schedule.phases == before and schedule.decision is None
+        return
+    assert schedule.first_plan("eager") == runs and schedule.chosen == runs
+    assert [(p.plan, p.steps, p.trial) for p in schedule.phases] == [(runs, None, False)]
+    assert schedule.decision["source"] == "resumed"
+    assert all(schedule.after_step(list, lambda: ()) is None for _ in range(50))  # never switches
+
+
+# -- real jobs ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def train_channel(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sst2") / "train"
+    write_sst2_slice(folder, "train", 160)
+    return str(folder)
+
+
+def job(tmp_path, script, model_dir, *, hosts=1, location=None, config=None, **hyperparameters) -> PyTorch:
+    return PyTorch(
+        SCRIPTS[script],
+        source_dir=str(REPO / "tests" / "assets"),
+        instance_type="local_process",
+        instance_count=hosts,
+        distribution={"torch_distributed": {"enabled": True}} if hosts > 1 else None,
+        hyperparameters={"model_dir": str(model_dir), **hyperparameters},
+        compiler_config=config or TrainingCompilerConfig(plan="regional", baseline_steps=0, resume="auto"),
+        checkpoint_s3_uri=str(location) if location is not None else None,
+        output_path=str(tmp_path / "out"),
+        max_run=900,
+    )
+
+
+def outputs(estimator: PyTorch, folder: Path) -> tuple[dict, dict, dict]:
+    """(final parameters, steps.json, report.json) of a finished job."""
+    with tarfile.open(estimator.model_data.removeprefix("file://")) as tar:
+        tar.extractall(folder / "model", filter="data")
+    with tarfile.open(estimator.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        tar.extractall(folder / "output", filter="data")
+    if (folder / "model" / "model.pt").exists():
+        weights = torch.load(folder / "model" / "model.pt")
+    else:
+        from safetensors.torch import load_file
+
+        weights = load_file(str(folder / "model" / "model.safetensors"))
+    read = lambda name: json.loads((folder / "output" / name).read_text())  # noqa: E731
+    return weights, read("steps.json"), read("compiler/report.json")
+
+
+def assert_same_parameters(resumed: dict, uninterrupted: dict) -> None:
+    assert resumed.keys() == uninterrupted.keys() and not any("_orig_mod" in key for key in resumed)
+    worst = max((resumed[k].float() - uninterrupted[k].float()).abs().max().item() for k in resumed)
+    assert worst <= PARAMETER_ATOL, f"largest parameter difference {worst:g}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("script", "hosts"), [("trainer", 2), ("loop", 1)])
+def test_a_job_stopped_after_a_checkpoint_resumes_and_ends_as_an_uninterrupted_one(
+    tmp_path, tiny_bert_dir, train_channel, monkeypatch, script, hosts
+):
+    """Done when (issue 25): fit(wait=False); once the checkpoint location holds a checkpoint, stop();
+    the job is Stopped within the grace holding a checkpoint; a second fit() with the same location
+    and cache resumes from it, finishes the planned steps, reports cache hit and the resumed plan;
+    its final parameters equal an uninterrupted job's."""
+    monkeypatch.setattr(local_checkpoints, "SYNC_INTERVAL_S", 1.0)
+    steps = {"trainer": {"max_steps": 30}, "loop": {"steps": 30}}[script]
+    location, cache = tmp_path / "checkpoints", tmp_path / "cache"
+    config = TrainingCompilerConfig(plan="regional", baseline_steps=0, resume="auto", cache=str(cache))
+
+    reference = job(tmp_path / "reference", script, tiny_bert_dir, hosts=hosts, **steps)
+    reference.fit({"train": train_channel}, logs=False)
+    expected, expected_steps, _ = outputs(reference, tmp_path / "reference")
+
+    first = job(
+        tmp_path / "first",
+        script,
+        tiny_bert_dir,
+        hosts=hosts,
+        location=location,
+        config=config,
+        step_sleep=1.0,
+        **steps,
+    )
+    first.fit({"train": train_channel}, wait=False, logs=False)
+    running = first.latest_training_job
+    wait_until(running, lambda: checkpoints.latest_complete(location) is not None)
+    asked = time.monotonic()
+    running.stop()
+    first.wait(logs=False)
+    stopped_after_s = time.monotonic() - asked
+    assert running.status == "Stopped", running.logs()
+    saved = checkpoints.latest_complete(location)
+    stopped_at = checkpoints.step_of(saved)
+    assert 10 <= stopped_at < steps.get("max_steps", steps.get("steps"))
+    assert "STOP REQUESTED (SIGTERM)" in running.logs()
+    _, first_steps, first_report = outputs(first, tmp_path / "first")
+    assert first_steps["global_step"] == stopped_at  # it stopped at the step it saved
+
+    second = job(tmp_path / "second", script, tiny_bert_dir, hosts=hosts, location=location, config=config, **steps)
+    second.fit({"train": train_channel}, logs=False)
+    weights, second_steps, report = outputs(second, tmp_path / "second")
+
+    assert "RESUMING from" in second.latest_training_job.logs()
+    assert report["resumed_from"]["step"] == stopped_at and report["resumed_from"]["steps_lost"] == 0
+    assert report["cache"]["hit"] is True and report["plan_decision"]["source"] == "resumed"
+    assert second_steps["global_step"] == expected_steps["global_step"]
+    assert first_steps["steps_run"] + second_steps["steps_run"] == expected_steps["steps_run"]  # no step twice
+    assert_same_parameters(weights, expected)
+    print(
+        f"{script} x{hosts} hosts: stop() -> Stopped in {stopped_after_s:.1f} s; compile seconds "
+        f"first {first_report['compile_seconds']} vs resumed {report['compile_seconds']}"
+    )
