@@ -121,23 +121,40 @@ def assert_same_parameters(resumed: dict, uninterrupted: dict) -> None:
     assert worst <= PARAMETER_ATOL, f"largest parameter difference {worst:g}"
 
 
+STEPS = {"trainer": {"max_steps": 30}, "loop": {"steps": 30}}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_bert_dir, train_channel):
+    """``(script, hosts) -> (final parameters, steps.json)`` of an uninterrupted job (run once each)."""
+    runs = {}
+
+    def run(script: str, hosts: int) -> tuple[dict, dict]:
+        if (script, hosts) not in runs:
+            tmp_path = tmp_path_factory.mktemp(f"{script}-{hosts}")
+            reference = job(tmp_path, script, tiny_bert_dir, hosts=hosts, **STEPS[script])
+            reference.fit({"train": train_channel}, logs=False)
+            runs[script, hosts] = outputs(reference, tmp_path)[:2]
+        return runs[script, hosts]
+
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("script", "hosts"), [("trainer", 2), ("loop", 1)])
 def test_a_job_stopped_after_a_checkpoint_resumes_and_ends_as_an_uninterrupted_one(
-    tmp_path, tiny_bert_dir, train_channel, monkeypatch, script, hosts
+    tmp_path, tiny_bert_dir, train_channel, uninterrupted, monkeypatch, script, hosts
 ):
     """Done when (issue 25): fit(wait=False); once the checkpoint location holds a checkpoint, stop();
     the job is Stopped within the grace holding a checkpoint; a second fit() with the same location
     and cache resumes from it, finishes the planned steps, reports cache hit and the resumed plan;
     its final parameters equal an uninterrupted job's."""
     monkeypatch.setattr(local_checkpoints, "SYNC_INTERVAL_S", 1.0)
-    steps = {"trainer": {"max_steps": 30}, "loop": {"steps": 30}}[script]
+    steps = STEPS[script]
     location, cache = tmp_path / "checkpoints", tmp_path / "cache"
     config = TrainingCompilerConfig(plan="regional", baseline_steps=0, resume="auto", cache=str(cache))
 
-    reference = job(tmp_path / "reference", script, tiny_bert_dir, hosts=hosts, **steps)
-    reference.fit({"train": train_channel}, logs=False)
-    expected, expected_steps, _ = outputs(reference, tmp_path / "reference")
+    expected, expected_steps = uninterrupted(script, hosts)
 
     first = job(
         tmp_path / "first",
@@ -178,3 +195,47 @@ def test_a_job_stopped_after_a_checkpoint_resumes_and_ends_as_an_uninterrupted_o
         f"{script} x{hosts} hosts: stop() -> Stopped in {stopped_after_s:.1f} s; compile seconds "
         f"first {first_report['compile_seconds']} vs resumed {report['compile_seconds']}"
     )
+
+
+@pytest.mark.slow
+def test_a_killed_job_loses_only_the_steps_since_its_last_complete_checkpoint(
+    tmp_path, tiny_bert_dir, train_channel, uninterrupted, monkeypatch
+):
+    """SIGKILL with no grace after a checkpoint; a torn checkpoint (no marker) is newer still. The
+    resumed job skips the torn one, resumes from the last complete one, reports the steps lost, and
+    ends with the uninterrupted job's parameters."""
+    monkeypatch.setattr(local_checkpoints, "SYNC_INTERVAL_S", 1.0)
+    expected, expected_steps = uninterrupted("loop", 1)
+    location = tmp_path / "checkpoints"
+    progress = location / checkpoints.PROGRESS_FILE
+
+    first = job(tmp_path / "first", "loop", tiny_bert_dir, location=location, step_sleep=1.0, **STEPS["loop"])
+    first.fit({"train": train_channel}, wait=False, logs=False)
+    running = first.latest_training_job
+    wait_until(running, lambda: (checkpoints.read_json(progress) or {}).get("step", 0) >= 12)
+    running.stop(grace_s=0)  # SIGTERM and SIGKILL at once: nothing is saved on the way out
+    first.wait(logs=False)
+    assert running.status == "Stopped"
+    killed_at = checkpoints.read_json(progress)["step"]
+    complete = checkpoints.latest_complete(location)
+    torn = location / "checkpoint-29"
+    torn.mkdir()
+    (torn / "state.pt").write_bytes(b"half a checkpoint")
+
+    second = job(tmp_path / "second", "loop", tiny_bert_dir, location=location, **STEPS["loop"])
+    second.fit({"train": train_channel}, logs=False)
+    weights, steps, report = outputs(second, tmp_path / "second")
+
+    resumed_at = checkpoints.step_of(complete)
+    assert report["resumed_from"] == {
+        "checkpoint": report["resumed_from"]["checkpoint"],
+        "step": resumed_at,
+        "steps_lost": killed_at - resumed_at,
+    }
+    assert report["resumed_from"]["checkpoint"].endswith(complete.name) and killed_at > resumed_at
+    assert (
+        "Skipping checkpoint" in second.latest_training_job.logs()
+        and "checkpoint-29" in second.latest_training_job.logs()
+    )
+    assert steps["global_step"] == expected_steps["global_step"]
+    assert_same_parameters(weights, expected)
