@@ -163,7 +163,10 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 # No Docker engine runs on the CI machine: this stand-in for the docker CLI answers `docker info` and
 # `docker compose version`, and for `docker compose -f FILE up` keeps a copy of the folder the real
-# local engine wrote (compose file, config files) in $RECORD/run instead of starting containers.
+# local engine wrote (compose file, config files) in $RECORD/run instead of starting containers, and
+# prints a container's log line. With $FAKE_UP_FAILS set, `up` exits 3; with $FAKE_UP_WAITS set, `up`
+# runs until `docker compose -f FILE stop` (recorded in $RECORD/stop), while `ps -q` lists one
+# container, then exits 137 as a killed container.
 FAKE_DOCKER = """#!/bin/sh
 # Stand-in for the docker CLI (tests/conftest.py). $RECORD is where compose runs are copied.
 case "$1 $2" in
@@ -173,9 +176,24 @@ case "$1 $2" in
     fi
     echo ok; exit 0;;
   "compose version") echo "Docker Compose version v2.29.7"; exit 0;;
-  "compose -f") cp -r "$(dirname "$3")" "$RECORD/run"; echo "$@" > "$RECORD/command"; exit 0;;
   "images -q") exit 0;;
 esac
+if [ "$1 $2" = "compose -f" ]; then
+  project=$(dirname "$3")
+  case "$4" in
+    up)
+      cp -r "$project" "$RECORD/run"; echo "$@" > "$RECORD/command"
+      echo "algo-1-fake  | training in the container"
+      [ -z "$FAKE_UP_FAILS" ] || exit 3
+      [ -n "$FAKE_UP_WAITS" ] || exit 0
+      : > "$project/running"
+      waited=0
+      while [ ! -e "$project/stopped" ] && [ $waited -lt 600 ]; do sleep 0.1; waited=$((waited + 1)); done
+      rm -f "$project/running"; echo "algo-1-fake exited with code 137"; exit 137;;
+    ps) [ -e "$project/running" ] && echo fake-container-id; exit 0;;
+    stop) echo "$@" > "$RECORD/stop"; : > "$project/stopped"; exit 0;;
+  esac
+fi
 echo "unexpected docker call: $*" >&2; exit 2
 """
 

@@ -1,27 +1,31 @@
 """Docker local mode through sagemaker-core's local engine. No Docker engine runs on the CI machine,
 so a stand-in ``docker`` command on PATH (conftest's ``fake_docker``) answers ``docker info`` /
 ``docker compose version`` and, for ``docker compose -f FILE up``, keeps a copy of the folder the real
-engine wrote (compose file and config files) instead of starting containers."""
+engine wrote (compose file and config files) instead of starting containers; it can also run until
+``docker compose stop`` (the stop contract of issue 25: ``fit(wait=False)``, ``stop()``, ``max_run``)."""
 
 import json
 import os
+import sys
 
 import pytest
 import yaml
 
-from sagemaker_tc import DockerNotAvailableError, PyTorch, TrainingCompilerConfig
+from sagemaker_tc import DockerNotAvailableError, PyTorch, TrainingCompilerConfig, TrainingJobFailedError, contract
+from sagemaker_tc.sdk import local_docker_job
 
 
-def estimator(source_dir, tmp_path, instance_type):
-    return PyTorch(
-        "echo.py",
-        source_dir=str(source_dir),
-        instance_type=instance_type,
-        image_uri="sagemaker-tc-test:latest",
-        hyperparameters={"greeting": "hello world"},
-        compiler_config=TrainingCompilerConfig(),
-        output_path=str(tmp_path / "out"),
-    )
+def estimator(source_dir, tmp_path, instance_type, **overrides):
+    kwargs = {
+        "source_dir": str(source_dir),
+        "instance_type": instance_type,
+        "image_uri": "sagemaker-tc-test:latest",
+        "hyperparameters": {"greeting": "hello world"},
+        "compiler_config": TrainingCompilerConfig(),
+        "output_path": str(tmp_path / "out"),
+    }
+    kwargs.update(overrides)
+    return PyTorch("echo.py", **kwargs)
 
 
 def test_missing_docker_engine_is_a_clear_error_before_anything_starts(fake_docker, source_dir, tmp_path, monkeypatch):
@@ -69,3 +73,63 @@ def test_compose_command_is_found_the_way_sagemaker_core_finds_it(fake_docker):
     from sagemaker_tc.sdk import _internals
 
     assert _internals.docker_compose_command() == ["docker", "compose"]
+
+
+def test_wait_false_returns_at_once_and_the_job_handle_waits_with_the_containers_log(
+    fake_docker, source_dir, tmp_path, capsys
+):
+    job_estimator = estimator(source_dir, tmp_path, "local")
+    job_estimator.fit(wait=False)
+
+    job = job_estimator.latest_training_job
+    assert job_estimator.wait(logs=False) is None and job.status == "Completed"
+    assert job.describe()["TrainingJobStatus"] == "Completed" and job.describe()["SecondaryStatus"] == "Completed"
+    assert job_estimator.model_data == job.model_artifacts and job.model_artifacts.endswith("/model.tar.gz")
+    assert "algo-1-fake  | training in the container" in job.logs()
+    assert "training in the container" not in capsys.readouterr().out  # a background job's log is its own
+
+
+def test_stop_runs_docker_compose_stop_with_the_grace_and_the_job_ends_stopped(
+    fake_docker, source_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FAKE_UP_WAITS", "1")
+    job_estimator = estimator(source_dir, tmp_path, "local_gpu")
+    job_estimator.fit(wait=False)
+    job = job_estimator.latest_training_job
+    assert job.status == "InProgress" and job.describe()["SecondaryStatus"] == "Training"
+
+    job.stop(grace_s=7)
+    job_estimator.wait(logs=False)  # a requested stop raises nothing, though the container exited 137
+
+    stop = (fake_docker / "stop").read_text().split()
+    assert stop[:2] == ["compose", "-f"] and stop[2].endswith("/docker-compose.yaml")
+    assert stop[3:] == ["stop", "--timeout", "7"]
+    described = job.describe()
+    assert (described["TrainingJobStatus"], described["SecondaryStatus"]) == ("Stopped", "Stopped")
+    assert "FailureReason" not in described and job.model_artifacts.endswith("/model.tar.gz")
+
+
+def test_max_run_stops_a_docker_job_as_max_runtime_exceeded(fake_docker, source_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_UP_WAITS", "1")
+    monkeypatch.setenv(contract.ENV_STOP_GRACE, "3")
+    job_estimator = estimator(source_dir, tmp_path, "local", max_run=1)
+
+    with pytest.raises(TrainingJobFailedError, match="MaxRuntimeExceeded: the job ran longer than 1 seconds"):
+        job_estimator.fit(logs=False)
+
+    assert (fake_docker / "stop").read_text().split()[3:] == ["stop", "--timeout", "3"]
+    job = job_estimator.latest_training_job
+    assert (job.status, job.secondary_status) == ("Stopped", "MaxRuntimeExceeded")
+
+
+def test_a_failed_container_fails_the_job_with_the_engines_reason_and_its_log_on_stdout(
+    fake_docker, source_dir, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("FAKE_UP_FAILS", "1")
+    job_estimator = estimator(source_dir, tmp_path, "local")
+
+    with pytest.raises(TrainingJobFailedError, match="Process exited with code: 3"):
+        job_estimator.fit()  # in the foreground, the log goes to stdout as it comes
+    assert job_estimator.latest_training_job.status == "Failed"
+    assert "algo-1-fake  | training in the container" in capsys.readouterr().out
+    assert not isinstance(sys.stdout, local_docker_job._ThreadStdout)  # the job's routing of stdout is undone

@@ -274,8 +274,8 @@ class _FrameworkEstimator(CloudJobMethods):
                 or ``file://`` URI. SageMaker training jobs: an ``s3://`` URI. Any channel may be a
                 ``sagemaker_tc.TrainingInput`` or ``FileSystemInput`` (or SDK v2's own), whose
                 fields reach ``InputDataConfig``.
-            wait: block until the job ends; False returns at once (``local_process``: the job runs
-                in a background thread), and ``latest_training_job`` has ``wait()``, ``stop()``,
+            wait: block until the job ends; False returns at once (local modes: the job runs in a
+                background thread), and ``latest_training_job`` has ``wait()``, ``stop()``,
                 ``describe()`` and ``logs()``.
             logs: stream the job's log to stdout (while waiting).
             job_name: the job's name; default ``<base_job_name>-<timestamp>``.
@@ -301,10 +301,8 @@ class _FrameworkEstimator(CloudJobMethods):
             check_job_name(job_name)
         if self.is_cloud:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
-        if self._kind is InstanceKind.LOCAL_DOCKER:
-            self.model_data = docker.run(self, inputs, job_name=job_name)
-            return None
-        self.latest_training_job = process.run(self, inputs, wait=wait, logs=logs, job_name=job_name)
+        mode = docker if self._kind is InstanceKind.LOCAL_DOCKER else process
+        self.latest_training_job = mode.run(self, inputs, wait=wait, logs=logs, job_name=job_name)
         self.model_data = self.latest_training_job.model_artifacts
         if wait:
             self.latest_training_job.wait(logs=False)

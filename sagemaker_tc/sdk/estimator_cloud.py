@@ -28,8 +28,8 @@ class CloudJobMethods:
         return self.image_uri
 
     def wait(self, logs: bool = True) -> None:
-        """Wait for the latest job started with ``fit(wait=False)`` (a SageMaker or a ``local_process``
-        job); sets ``model_data``.
+        """Wait for the latest job started with ``fit(wait=False)`` (a SageMaker job, or a local
+        one: ``local_process``, ``local``, ``local_gpu``); sets ``model_data``.
 
         Raises:
             EstimatorArgumentError: no job was started.

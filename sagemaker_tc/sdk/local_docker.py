@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+from pathlib import Path
 
 from sagemaker_tc.errors import DockerNotAvailableError
 from sagemaker_tc.sdk import _internals
@@ -46,11 +47,16 @@ def check_docker() -> None:
         raise DockerNotAvailableError(f"{error}; or {_SUGGESTION}") from None
 
 
-def run_job(request: TrainingJobRequest) -> str:
+def run_job(request: TrainingJobRequest, container_root: Path | None = None) -> str:
     """Run ``request`` with sagemaker-core's Docker local engine; block until it ends.
 
     The request's ``sagemaker_submit_directory`` must be a ``file://`` folder (it is mounted as
     ``/opt/ml/code``), channels ``file://`` URIs, and the output path ``file://``.
+
+    Args:
+        container_root: the folder the engine makes its job folder in (compose file, each host's
+            ``/opt/ml`` folders); default: ``local.container_root`` of the SageMaker local config,
+            else the system's temporary folder.
 
     Returns:
         The ``file://`` URI of ``model.tar.gz``.
@@ -63,8 +69,20 @@ def run_job(request: TrainingJobRequest) -> str:
     from sagemaker.core.local.local_session import LocalSession
 
     session = LocalSession()
+    if container_root is not None:
+        config = dict(session.config or {})
+        config["local"] = {**config.get("local", {}), "container_root": str(container_root)}
+        session.config = config
     body = request.to_api_dict()
     body.pop("RoleArn", None)
     session.sagemaker_client.create_training_job(**body)
     described = session.sagemaker_client.describe_training_job(request.training_job_name)
     return described["ModelArtifacts"]["S3ModelArtifacts"]
+
+
+def configured_container_root() -> Path | None:
+    """``local.container_root`` of the SageMaker local config (``~/.sagemaker/config.yaml``), if set."""
+    from sagemaker.core.config.config import load_local_mode_config
+
+    root = ((load_local_mode_config() or {}).get("local") or {}).get("container_root")
+    return Path(root).expanduser().resolve() if root else None

@@ -1,9 +1,11 @@
-"""The handle of a docker-free (``local_process``) training job: ``estimator.latest_training_job``.
+"""The handle of a local training job (``local_process``, and Docker local mode's ``local`` /
+``local_gpu``): ``estimator.latest_training_job``.
 
 It has the methods of the SageMaker job's handle (:class:`~sagemaker_tc.sdk.cloud.CloudJob`), with
 the same meaning: ``wait(logs=...)``, ``stop()``, ``describe()`` (DescribeTrainingJob's field names
 and statuses) and ``logs()``. ``fit(wait=False)`` runs the job in a background thread, through the
-same code as ``fit()`` in the foreground (:meth:`~sagemaker_tc.sdk.local_process.PreparedJob.run`).
+same code as ``fit()`` in the foreground (:meth:`~sagemaker_tc.sdk.local_process.PreparedJob.run`, or
+for Docker local mode :meth:`~sagemaker_tc.sdk.local_docker_job.DockerJob.run`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sagemaker_tc.sdk import job_status
 from sagemaker_tc.sdk.local_process import LocalJobResult, PreparedJob
 from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest
+
+if TYPE_CHECKING:
+    from sagemaker_tc.sdk.local_docker_job import DockerJob
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +77,16 @@ class JobLog:
 
 
 class LocalJob:
-    """A ``local_process`` training job, running or ended.
+    """A local training job, running or ended.
 
     Attributes:
         job_name: the job's name.
-        job_dir: ``algo-1``'s ``/opt/ml``-style folder.
-        host_dirs: each host's ``/opt/ml``-style folder.
+        job_dir: ``algo-1``'s ``/opt/ml``-style folder (Docker local mode: ``<output_path>/<job name>``;
+            the containers' ``/opt/ml`` folders are the engine's).
+        host_dirs: each host's ``/opt/ml``-style folder (Docker local mode: ``{"algo-1": job_dir}``).
     """
 
-    def __init__(self, prepared: PreparedJob, *, cleanup: Callable[[], None] | None = None) -> None:
+    def __init__(self, prepared: PreparedJob | DockerJob, *, cleanup: Callable[[], None] | None = None) -> None:
         """A job ready to start; ``cleanup`` is called when it ends (e.g. removes the staged source archive)."""
         self._prepared = prepared
         self.job_name = prepared.request.training_job_name
@@ -186,8 +192,9 @@ class LocalJob:
 
     def stop(self, *, grace_s: float | None = None) -> None:
         """Stop the job as SageMaker's StopTrainingJob does: SIGTERM to every process of every host,
-        then, after the grace period, SIGKILL. Returns at once (the job is ``Stopping``); :meth:`wait`
-        for ``Stopped``. The job keeps what it wrote: ``model.tar.gz``, ``output.tar.gz`` and the last
+        then, after the grace period, SIGKILL (Docker local mode: ``docker compose stop --timeout
+        <grace>`` on the job's containers). Returns at once (the job is ``Stopping``); :meth:`wait` for
+        ``Stopped``. The job keeps what it wrote: ``model.tar.gz``, ``output.tar.gz`` and the last
         checkpoint sync. A job that already ended is left as it is.
 
         Args:

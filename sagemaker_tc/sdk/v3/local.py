@@ -27,6 +27,7 @@ from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import ChannelNotFoundError
 from sagemaker_tc.sdk import local_process
 from sagemaker_tc.sdk.channels import check_channels
+from sagemaker_tc.sdk.local_checkpoints import check_local_checkpoints, is_synced_locally
 from sagemaker_tc.sdk.local_hosts import HostCommand, free_port
 from sagemaker_tc.sdk.local_process import LocalJobResult, local_path
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name
@@ -61,6 +62,38 @@ def input_channels(*configs: list[Any] | None) -> dict[str, str]:
                 )
             paths[item.channel_name] = str(source)
     return check_channels(paths, cloud=False)
+
+
+def checkpoint_location(trainer: ModelTrainer) -> tuple[str | None, str | None]:
+    """``(location, container folder)`` of the trainer's ``CheckpointConfig`` that this job syncs, as
+    the estimators' ``checkpoint_s3_uri``/``checkpoint_local_path`` in ``local_process``
+    (:mod:`~sagemaker_tc.sdk.local_checkpoints`): a local folder (``file://`` URI or path) is synced
+    with each host's folder; an ``s3://`` one, and managed spot training, apply on SageMaker only (logged).
+
+    Raises:
+        EstimatorArgumentError: a synced location with a ``local_path`` outside ``/opt/ml``.
+    """
+    config = trainer.checkpoint_config
+    cloud_only = []
+    if getattr(trainer.compute, "enable_managed_spot_training", None):
+        cloud_only.append("Compute(enable_managed_spot_training=True)")
+    if getattr(trainer.stopping_condition, "max_wait_time_in_seconds", None):
+        cloud_only.append("StoppingCondition(max_wait_time_in_seconds=...)")
+    location = str(config.s3_uri) if config is not None and config.s3_uri else None
+    if location is not None and not is_synced_locally(location):
+        cloud_only.append(f"CheckpointConfig(s3_uri={location!r})")
+        location = None
+    if cloud_only:
+        logger.warning(
+            "%s: applies on SageMaker only; this local_process job runs without it (a local folder as "
+            "CheckpointConfig.s3_uri is synced)",
+            ", ".join(cloud_only),
+        )
+    if location is None:
+        return None, None
+    local_folder = str(config.local_path) if config.local_path else None
+    check_local_checkpoints(location, local_folder)
+    return location, local_folder
 
 
 def _gpu_count() -> int:
@@ -156,11 +189,13 @@ def run(
             :func:`checks.check_distributed`.
         SourceLinkError: see :func:`checks.source_files`.
         ChannelNotFoundError: an input that is not a local path.
-        EstimatorArgumentError: the job folder exists.
+        EstimatorArgumentError: the job folder exists; a local ``CheckpointConfig.s3_uri`` with a
+            ``local_path`` outside ``/opt/ml`` (see :func:`checkpoint_location`).
     """
     entry_script = checks.check_source_code(trainer.source_code, local=True)
     code = checks.source_files(trainer.source_code)  # checked before the job folder is made
     driver = checks.check_distributed(trainer.distributed)
+    checkpoints, checkpoint_folder = checkpoint_location(trainer)
     channels = input_channels(trainer.input_data_config, input_data_config)
     environment = {name: str(value) for name, value in (trainer.environment or {}).items()}
     environment.update(contract.encode_environment(config, entry_point=entry_script))
@@ -185,6 +220,8 @@ def run(
         max_run_seconds=trainer.stopping_condition.max_runtime_in_seconds,
         role=None,
         metrics=[],
+        checkpoint_s3_uri=checkpoints,
+        checkpoint_local_path=checkpoint_folder,
     )
     hosts = _Hosts(request, entry_script, driver.model_dump())
     return local_process.run_job(request, logs=logs, host_command=hosts)
