@@ -40,7 +40,9 @@ def on_step_end(session: Any, args: Any, state: Any, control: Any) -> None:
         return
     if session.stop.agreed(state.global_step):
         logger.warning(
-            "Stopping at step %d: saving checkpoint-%d in %s", state.global_step, state.global_step, args.output_dir
+            "STOPPING: the job was asked to stop; saving checkpoint-%d in %s and ending training",
+            state.global_step,
+            args.output_dir,
         )
         control.should_save = True
         control.should_training_stop = True
