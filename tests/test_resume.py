@@ -239,3 +239,44 @@ def test_a_killed_job_loses_only_the_steps_since_its_last_complete_checkpoint(
     )
     assert steps["global_step"] == expected_steps["global_step"]
     assert_same_parameters(weights, expected)
+
+
+def test_state_saved_under_one_plan_loads_and_trains_under_another(tmp_path):
+    """Compiled state_dicts carry no ``_orig_mod.``: model and optimizer state saved while ``plan="step"``
+    ran (its optimizer update switched) load into a fresh model compiled with ``plan="regional"``,
+    whose next step matches the same step taken eagerly from that state."""
+    from test_plans import batch, small_bert
+
+    import sagemaker_tc
+    from sagemaker_tc.compiler.session import current_session
+
+    torch.manual_seed(0)
+    model = small_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="step", baseline_steps=0))
+    for step in range(3):
+        model(**batch(12, step)).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    with checkpoints.writing(tmp_path, 3) as target:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, target / "state.pt")
+    assert current_session().report()["plan"] == "step"
+    current_session().close()
+
+    def restored():
+        state = torch.load(checkpoints.latest_complete(tmp_path) / "state.pt")
+        assert not any("_orig_mod" in key for key in state["model"])
+        fresh = small_bert()
+        fresh.load_state_dict(state["model"])
+        fresh_optimizer = torch.optim.AdamW(fresh.parameters(), lr=1e-3)
+        fresh_optimizer.load_state_dict(state["optimizer"])
+        return fresh, fresh_optimizer
+
+    compiled, compiled_optimizer = restored()
+    sagemaker_tc.compile_model(compiled, TrainingCompilerConfig(plan="regional", baseline_steps=0))
+    eager, eager_optimizer = restored()
+    for trained, trained_optimizer in ((compiled, compiled_optimizer), (eager, eager_optimizer)):
+        trained(**batch(12, 3)).loss.backward()
+        trained_optimizer.step()
+    assert current_session().report()["plan"] == "regional"
+    assert_same_parameters(compiled.state_dict(), eager.state_dict())
