@@ -12,6 +12,7 @@ with no custom image. The launcher then:
 4. with ``cache=...``, restores the compile cache into a fresh Inductor folder
    (:mod:`sagemaker_tc.compiler.job_cache`), once per host, before any rank starts;
 5. opens the job's compiler session (:class:`~sagemaker_tc.compiler.session.CompilerSession`),
+   with a SIGTERM handler that stops training at a step boundary (:mod:`sagemaker_tc.compiler.stopping`),
    which adds the Hugging Face ``Trainer`` callback once the script imports ``transformers.trainer``
    (a post-import hook: a plain PyTorch job never imports transformers through us), then runs the
    user's entry point in this process as ``__main__``, with the same arguments, so the runtime
@@ -142,9 +143,9 @@ TRAINER_MODULE = "transformers.trainer"
 def open_session(
     config: TrainingCompilerConfig, environ: MutableMapping[str, str], job_cache: JobCache | None
 ) -> CompilerSession:
-    """The job process's compiler session, open. The Hugging Face ``Trainer`` callback is added for it
-    when the script imports ``transformers.trainer`` (at once if something already did); the hook
-    is taken out when the session closes."""
+    """The job process's compiler session, open, with its SIGTERM handler
+    (:class:`~sagemaker_tc.compiler.stopping.StopSignal`) and the ``Trainer`` callback, added when the
+    script imports ``transformers.trainer``; both are undone when the session closes."""
     session = CompilerSession(config, environ=environ, writes_report=True, job_cache=job_cache).open()
     if importlib.util.find_spec("torch") is not None:
         try:
