@@ -181,8 +181,8 @@ class TrainingCompilerConfig(BaseModel):
         default=None,
         description="'auto': a Hugging Face Trainer script that calls trainer.train() without "
         "resume_from_checkpoint resumes from the newest complete checkpoint in TrainingArguments.output_dir "
-        "(point it at /opt/ml/checkpoints for checkpoint_s3_uri and spot); with none there, it starts from the beginning. "
-        "None: the script decides (as written). A resumed job keeps its compile plan decision.",
+        "(point it at /opt/ml/checkpoints for checkpoint_s3_uri and spot); with none there, it starts from the "
+        "beginning. None: the script decides (as written). A resumed job keeps its compile plan decision.",
     )
     baseline_steps: int = Field(
         default=3,
