@@ -120,7 +120,7 @@ def on_attach(session: CompilerSession, model: Any) -> None:
                 "but the documented order is compile_model(model) first, then fully_shard on each block, then "
                 "on the root (docs/distributed.md)",
                 ShardingOrderWarning,
-                stacklevel=4,
+                stacklevel=5,  # the script's compile_model call
             )
         check_gloo_averaging(model)
         return

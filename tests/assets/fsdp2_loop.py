@@ -8,11 +8,11 @@ import argparse
 import os
 
 import torch
-import sagemaker_tc.compiler.session
 import torch.distributed as dist
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import sagemaker_tc
+import sagemaker_tc.compiler.session
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=20)
@@ -101,7 +101,10 @@ if rank == 0:
     session = sagemaker_tc.compiler.session.current_session()
     if session is not None and not session.writes_report:
         report = session.report()
-        print("report", {k: report[k] for k in ("compiled", "plan", "graphs", "recompiles", "graph_breaks", "distributed")})
+        print(
+            "report",
+            {k: report[k] for k in ("compiled", "plan", "graphs", "recompiles", "graph_breaks", "distributed")},
+        )
     print("losses", [round(x, 6) for x in losses.tolist()], "gathers", per_step_gathers)
 if distributed:
     dist.barrier()

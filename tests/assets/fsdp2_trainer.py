@@ -78,5 +78,8 @@ for name, param in trainer.model.named_parameters():
     params[name] = full.detach().clone()
 trainer.save_model(os.environ.get("SM_MODEL_DIR", "."))
 if rank == 0:
-    torch.save({"world": world, "losses": losses, "params": params}, os.path.join(os.environ.get("SM_MODEL_DIR", "."), "result.pt"))
+    torch.save(
+        {"world": world, "losses": losses, "params": params},
+        os.path.join(os.environ.get("SM_MODEL_DIR", "."), "result.pt"),
+    )
     print("losses", [round(x, 6) for x in losses.tolist()])
