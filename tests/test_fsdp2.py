@@ -1,11 +1,12 @@
 """FSDP2 (fully_shard) with the compiler, proven on CPU (gloo) with 2-host local_process jobs: the same tiny
 Llama, seed and data train the same in one process (eager), on 2 ranks sharded (eager), and on 2 ranks
-sharded and compiled (plan="regional"); FSDP2's all-gathers fire the same compiled as eager; the report
-says how the model was sharded and compiled.
+sharded and compiled (plan="regional"), with activation checkpointing too; FSDP2's all-gathers fire the
+same compiled as eager; the report says how the model was sharded and compiled. A Trainer asked for FSDP on
+CPU runs DDP (accelerate shards only on GPUs); the report says so, and it trains as one process.
 
 Tolerance: fp32, 20 AdamW steps. Measured here (torch 2.13, CPU): losses differ by at most 7.2e-7 between
-the three runs of the plain loop, parameters by at most 1.8e-6 (compiled vs eager FSDP2); the Trainer's
-by at most 4.8e-7 / 5.4e-7 eagerly. The bound below is 1e-5 absolute on both, about 5x the largest seen.
+the runs of the plain loop, parameters by at most 1.8e-6 (compiled vs eager FSDP2, with or without
+activation checkpointing). The bound below is 1e-5 absolute on both, about 5x the largest seen.
 """
 
 import json
@@ -110,6 +111,22 @@ def test_fsdp2_all_gathers_fire_the_same_compiled_as_eager(loop_runs):
     # they reshard after forward, the root does not).
     assert eager == [5] * STEPS
     assert compiled == eager
+
+
+def test_activation_checkpointing_then_compile_then_fully_shard_trains_as_eager_fsdp2(loop_runs, tmp_path):
+    checkpointed, report = run_job(
+        tmp_path,
+        "fsdp2_loop.py",
+        hosts=2,
+        compile=1,
+        checkpointing=1,
+        compiler=TrainingCompilerConfig(plan="regional", baseline_steps=0),
+    )
+    assert_same_training(checkpointed, loop_runs["eager"], "FSDP2 + checkpointing compiled vs FSDP2 eager")
+    assert checkpointed["gathers"] == loop_runs["eager"]["gathers"]
+    assert report["compiled"] is True and report["graphs"] == 1 and report["recompiles"] == 0
+    assert report["distributed"]["activation_checkpointing"] is True
+    assert report["distributed"]["strategy"] == "fsdp2"
 
 
 def test_trainer_with_fsdp_asked_on_cpu_runs_ddp_compiled_as_one_process_and_says_so(tmp_path_factory):

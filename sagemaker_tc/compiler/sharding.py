@@ -123,6 +123,7 @@ def on_attach(session: CompilerSession, model: Any) -> None:
                 stacklevel=5,  # the script's compile_model call
             )
         check_gloo_averaging(model)
+        _note_plan(session)
         return
     checked: list[bool] = []
 
@@ -131,8 +132,21 @@ def on_attach(session: CompilerSession, model: Any) -> None:
             return
         checked.append(True)
         check_gloo_averaging(module)
+        if fsdp2_units(module):
+            _note_plan(session)
 
     session.add_model_call_listener(first_training_call)
+
+
+def _note_plan(session: CompilerSession) -> None:
+    """Say once, in the log, that an explicit plan across FSDP2 units breaks its graph at each unit."""
+    plan = session.runtime.config.plan if session.runtime.config is not None else None
+    if plan in ("model", "step") and session.runtime.config.compiles:
+        logger.warning(
+            "plan=%r on an FSDP2 model: its graph breaks at every fully_shard unit (FSDP2's hooks are not "
+            "compiled); plan='regional' compiles each block between them",
+            plan,
+        )
 
 
 def report_section(session: CompilerSession) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ parser.add_argument("--global_batch", type=int, default=4)
 parser.add_argument("--seq", type=int, default=16)
 parser.add_argument("--compile", type=int, default=1)
 parser.add_argument("--shard_first", type=int, default=0)
+parser.add_argument("--checkpointing", type=int, default=0)
 args = parser.parse_args()
 
 distributed = "RANK" in os.environ
@@ -52,6 +53,8 @@ llama = LlamaConfig(
 torch.manual_seed(0)
 model = LlamaForCausalLM(llama)
 model.train()
+if args.checkpointing:  # activation checkpointing first: before the compile and fully_shard
+    model.activation_checkpointing_enable({"use_reentrant": False})
 
 
 def shard(model):
