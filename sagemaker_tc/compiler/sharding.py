@@ -28,7 +28,6 @@ refuses FSDP2 on gloo there with :class:`~sagemaker_tc.errors.GlooAveragingError
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,7 @@ from sagemaker_tc import _internals
 from sagemaker_tc.compiler.plans import plan_modules
 from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.errors import GlooAveragingError, ShardingOrderWarning
+from sagemaker_tc.warn import warn_user
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.session import CompilerSession
@@ -115,12 +115,11 @@ def on_attach(session: CompilerSession, model: Any) -> None:
     """
     if fsdp2_units(model):
         if session.integration == "pytorch":
-            warnings.warn(
+            warn_user(
                 f"compile_model got {type(model).__name__} already sharded by fully_shard: it trains the same, "
                 "but the documented order is compile_model(model) first, then fully_shard on each block, then "
                 "on the root (docs/distributed.md)",
                 ShardingOrderWarning,
-                stacklevel=5,  # the script's compile_model call
             )
         check_gloo_averaging(model)
         _note_plan(session)
