@@ -129,7 +129,7 @@ def test_activation_checkpointing_then_compile_then_fully_shard_trains_as_eager_
     assert report["distributed"]["strategy"] == "fsdp2"
 
 
-def test_trainer_with_fsdp_asked_on_cpu_runs_ddp_compiled_as_one_process_and_says_so(tmp_path_factory):
+def test_trainer_with_fsdp_asked_on_cpu_runs_ddp_compiled_as_one_process_and_says_so(tmp_path_factory, capsys):
     """TrainingArguments(fsdp="full_shard", fsdp_config={"version": 2}) with use_cpu=True on 2 hosts: accelerate
     (1.15) turns FSDP on only for GPU-like devices, so the Trainer runs DDP on CPU. The report says so
     (strategy "ddp", no units) and compiled DDP trains as one process does."""
@@ -139,6 +139,7 @@ def test_trainer_with_fsdp_asked_on_cpu_runs_ddp_compiled_as_one_process_and_say
         folder, "fsdp2_trainer.py", hosts=2, fsdp=1, compiler=TrainingCompilerConfig(plan="regional", baseline_steps=0)
     )
     assert_same_training(compiled, single, "Trainer (fsdp asked, DDP on CPU) compiled vs one process")
+    assert "asked for FSDP2, but the model is not sharded" in capsys.readouterr().out
     assert report["compiled"] is True and report["plan"] == "regional" and report["integration"] == "transformers"
     assert report["distributed"] == {
         "strategy": "ddp",

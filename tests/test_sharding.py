@@ -122,3 +122,13 @@ def test_activation_checkpointing_is_seen():
     assert sharding.activation_checkpointing(model) is False
     model.activation_checkpointing_enable()
     assert sharding.activation_checkpointing(model) is True
+
+
+def test_a_trainer_asked_for_fsdp2_whose_model_is_not_sharded_is_told(tmp_path, caplog):
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path), fsdp="full_shard", fsdp_config={"version": 2}, use_cpu=True)
+    with caplog.at_level("WARNING", logger="sagemaker_tc.compiler"):
+        assert sharding.note_trainer_fsdp(args, tiny_llama()) is True
+    assert "asked for FSDP2, but the model is not sharded" in caplog.text
+    assert sharding.note_trainer_fsdp(TrainingArguments(output_dir=str(tmp_path), use_cpu=True), tiny_llama()) is False

@@ -137,6 +137,22 @@ def on_attach(session: CompilerSession, model: Any) -> None:
     session.add_model_call_listener(first_training_call)
 
 
+def note_trainer_fsdp(args: Any, model: Any) -> bool:
+    """Warn when ``TrainingArguments`` asked for FSDP2 (``fsdp=...`` with ``fsdp_config`` version 2,
+    transformers' default) but the model the ``Trainer`` trains holds no FSDP2 unit: accelerate (1.15)
+    turns FSDP on only for GPUs and other accelerators, so with ``use_cpu=True`` (or one process) the
+    ``Trainer`` trains unsharded, with DDP across processes. Returns True when it warned."""
+    config = getattr(args, "fsdp_config", None) or {}
+    if not getattr(args, "fsdp", None) or int(config.get("version", 2)) != 2 or fsdp2_units(model):
+        return False
+    logger.warning(
+        "TrainingArguments(fsdp=...) asked for FSDP2, but the model is not sharded: accelerate shards only on "
+        "GPUs and other accelerators, so this Trainer trains unsharded (DDP across processes; the report's "
+        "distributed.strategy says which)"
+    )
+    return True
+
+
 def _note_plan(session: CompilerSession) -> None:
     """Say once, in the log, that an explicit plan across FSDP2 units breaks its graph at each unit."""
     plan = session.runtime.config.plan if session.runtime.config is not None else None
