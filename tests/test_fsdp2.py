@@ -85,8 +85,10 @@ def loop_runs(tmp_path_factory):
     runs = {}
     runs["single"], _ = run_job(tmp_path_factory.mktemp("single"), "fsdp2_loop.py", hosts=1, compile=0)
     runs["eager"], _ = run_job(tmp_path_factory.mktemp("eager"), "fsdp2_loop.py", hosts=2, compile=0)
+    folder = tmp_path_factory.mktemp("compiled")
+    runs["compiled_model_dir"] = folder / "model"
     runs["compiled"] = run_job(
-        tmp_path_factory.mktemp("compiled"),
+        folder,
         "fsdp2_loop.py",
         hosts=2,
         compile=1,
@@ -103,6 +105,12 @@ def test_plain_loop_fsdp2_compiled_trains_as_one_process(loop_runs):
     assert_same_training(compiled, eager, "FSDP2 compiled vs FSDP2 eager")
     assert_fsdp2_report(report, "regional")
     assert report["graphs"] == 1 and report["steps"] == STEPS
+    # Rank 0's full state dict in model.tar.gz: no _orig_mod., loadable by plain transformers.
+    from transformers import LlamaForCausalLM
+
+    loaded = LlamaForCausalLM.from_pretrained(loop_runs["compiled_model_dir"])
+    for name, tensor in loaded.named_parameters():
+        torch.testing.assert_close(tensor, compiled["params"][name], rtol=0, atol=0, msg=name)
 
 
 def test_fsdp2_all_gathers_fire_the_same_compiled_as_eager(loop_runs):

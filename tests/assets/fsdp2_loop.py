@@ -1,8 +1,9 @@
-"""Test script: a tiny Llama trained by a plain PyTorch loop, the order torchtitan uses: compile_model
-(per block, in place), then fully_shard per block, then the root. One process: no sharding. Under
-torchrun (gloo): FSDP2, each rank taking its half of the same global batch, so every step matches one
-process with the whole batch. Writes per-step global losses, all-gathers per step and the full final
-parameters (rank 0) into SM_MODEL_DIR/result.pt."""
+"""Test script: a tiny Llama trained by a plain PyTorch loop in the documented order (docs/distributed.md):
+activation checkpointing (--checkpointing 1), compile_model (per block, in place), then fully_shard per
+block, then the root (--shard_first 1 shards before compile_model instead). One process: no sharding.
+Under torchrun (gloo): FSDP2, each rank taking its half of the same global batch, so every step matches
+one process with the whole batch. Rank 0 saves the full model (save_pretrained) and writes per-step global
+losses, all-gathers per step and the full final parameters into SM_MODEL_DIR/result.pt."""
 
 import argparse
 import os
@@ -96,7 +97,8 @@ params = {}
 for name, param in model.named_parameters():
     full = param.full_tensor() if hasattr(param, "full_tensor") else param
     params[name] = full.detach().clone()
-if rank == 0:
+if rank == 0:  # a full state dict on rank 0: what model.tar.gz needs, loadable by plain transformers
+    model.save_pretrained(os.environ.get("SM_MODEL_DIR", "."), state_dict=params)
     torch.save(
         {"world": world, "losses": losses, "params": params, "gathers": per_step_gathers},
         os.path.join(os.environ.get("SM_MODEL_DIR", "."), "result.pt"),
