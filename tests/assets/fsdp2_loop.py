@@ -98,7 +98,7 @@ for name, param in model.named_parameters():
     full = param.full_tensor() if hasattr(param, "full_tensor") else param
     params[name] = full.detach().clone()
 if rank == 0:  # a full state dict on rank 0: what model.tar.gz needs, loadable by plain transformers
-    model.save_pretrained(os.environ.get("SM_MODEL_DIR", "."), state_dict=params)
+    model.save_pretrained(os.environ.get("SM_MODEL_DIR", "."), state_dict=dict(params))  # it edits the dict
     torch.save(
         {"world": world, "losses": losses, "params": params, "gathers": per_step_gathers},
         os.path.join(os.environ.get("SM_MODEL_DIR", "."), "result.pt"),
