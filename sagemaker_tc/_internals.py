@@ -396,3 +396,54 @@ def innermost_dataloader(loader: Any) -> Any:
     while seen < 5 and (inner := getattr(loader, "base_dataloader", None) or getattr(loader, "_loader", None)):
         loader, seen = inner, seen + 1
     return loader
+
+
+# -- torch: FSDP2 (fully_shard) and gloo -----------------------------------------------------------
+def fsdp2_reshards_after_forward(unit: Any) -> bool | None:
+    """Whether an FSDP2 unit (a ``fully_shard``-ed module) frees its gathered parameters after forward:
+    its param group's ``post_forward_mesh_info`` is set (``FSDPModule._get_fsdp_state()``, then
+    ``_fsdp_param_groups`` (torch 2.10 to 2.13) or ``_fsdp_param_group`` (2.6 to 2.9)). None when the
+    unit holds no parameters of its own or the fields moved (the report then says unknown)."""
+    state = getattr(unit, "_get_fsdp_state", lambda: None)()
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is None:
+        group = getattr(state, "_fsdp_param_group", None)
+        groups = [group] if group is not None else []
+    if not groups or not hasattr(groups[0], "post_forward_mesh_info"):
+        return None
+    return groups[0].post_forward_mesh_info is not None
+
+
+def gloo_reduce_scatter_average() -> float | None:
+    """What gloo's ``reduce_scatter`` with ``ReduceOp.AVG`` makes of ones from 2 ranks: 1.0 when it
+    averages, 2.0 when it sums (pytorch#162338, where FSDP2 then sums gradients on gloo). Two gloo
+    ranks in this process (threads over a ``HashStore``), so it is no collective of the job's and
+    costs about 30 ms. Calls ``ProcessGroupGloo._reduce_scatter_base`` (torch 2.0 to 2.13), the call
+    ``dist.reduce_scatter_tensor`` makes. None when it cannot run (gloo missing, AVG refused)."""
+    import datetime
+    import threading
+
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_gloo_available()):
+        return None
+    store, results = dist.HashStore(), {}
+
+    def rank(index: int) -> None:
+        try:
+            group = dist.ProcessGroupGloo(store, index, 2, datetime.timedelta(seconds=30))
+            options = dist.ReduceScatterOptions()
+            options.reduceOp = dist.ReduceOp.AVG
+            output = torch.empty(1)
+            group._reduce_scatter_base(output, torch.ones(2), options).wait()
+            results[index] = float(output[0])
+        except Exception as error:  # noqa: BLE001 - any failure means "cannot tell"
+            logger.debug("gloo reduce_scatter probe failed: %s", error)
+
+    threads = [threading.Thread(target=rank, args=(index,), daemon=True) for index in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results.get(0)

@@ -157,6 +157,17 @@ class CompilerError(SagemakerTCError, RuntimeError):
     to eager. The original compiler exception is the ``__cause__``."""
 
 
+class GlooAveragingError(SagemakerTCError, RuntimeError):
+    """FSDP2 (``fully_shard``) on a gloo process group with a torch whose gloo ``reduce_scatter`` sums
+    where ``ReduceOp.AVG`` was asked (pytorch#162338): gradients would come out multiplied by the world
+    size. Raised before the first sharded training step; use NCCL, or a torch whose gloo averages."""
+
+
+class ShardingOrderWarning(UserWarning):
+    """``compile_model`` got a model that ``fully_shard`` had already sharded: it still trains, but
+    the documented order is ``compile_model`` first, then ``fully_shard`` per block, then the root."""
+
+
 class CompilerFallbackWarning(UserWarning):
     """The compiler failed at a compiled call and the job continues uncompiled (``policy="fallback"``)."""
 

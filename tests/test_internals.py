@@ -218,6 +218,23 @@ def _error_and_scheduler_internals():
     assert optimizer._opt_called is True
 
 
+def _fsdp2_and_gloo_internals():
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    assert _internals.gloo_reduce_scatter_average() == 1.0  # this torch's gloo averages (pytorch#162338 fixed)
+    with tempfile.TemporaryDirectory() as folder:
+        dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=0, world_size=1)
+        try:
+            kept, freed = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+            fully_shard(kept, reshard_after_forward=False)
+            fully_shard(freed, reshard_after_forward=True)
+            assert _internals.fsdp2_reshards_after_forward(kept) is False
+            assert _internals.fsdp2_reshards_after_forward(freed) is True
+        finally:
+            dist.destroy_process_group()
+
+
 CHECKS = {
     "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
     "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
@@ -237,6 +254,7 @@ CHECKS = {
     "torch.compile(isolate_recompiles) / dynamo accumulated_recompile_limit / Module._call_impl": (
         _recompile_budget_internals
     ),
+    "FSDP2 param groups' post_forward_mesh_info / ProcessGroupGloo._reduce_scatter_base": _fsdp2_and_gloo_internals,
     "cudagraph trees' overwritten error / torch.OutOfMemoryError / LR scheduler's _wrapped_by_lr_sched": (
         _error_and_scheduler_internals
     ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.compiler import known_wrong
+from sagemaker_tc.compiler import known_wrong, sharding
 from sagemaker_tc.compiler.dynamo import inductor_cache_counters
 from sagemaker_tc.compiler.report import JobFacts
 from sagemaker_tc.compiler.steps import summarize
@@ -52,6 +52,7 @@ def job_facts(session: CompilerSession) -> JobFacts:
         attention=runtime.attention,
         batch_tuning=_batch_tuning(session),
         xla=runtime.compile_stats(),
+        distributed=sharding.report_section(session) if attached else None,
     )
 
 

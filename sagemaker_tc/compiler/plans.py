@@ -22,7 +22,8 @@ first runs it (:class:`PlanVariants`).
 Wrapping order with DDP/FSDP: call ``compile_model`` on the bare model before wrapping it
 (``DistributedDataParallel(compile_model(model))``); the Hugging Face integration compiles the model
 the Trainer trains, inside accelerate's wrapper. ``FSDP2``'s ``fully_shard`` keeps working on a model
-compiled in place (its hooks are the module's own); FSDP1 is not tested.
+compiled in place (its hooks are the module's own; :mod:`.sharding` has the order and what is
+measured); FSDP1 is not tested.
 """
 
 from __future__ import annotations

@@ -93,6 +93,7 @@ class JobFacts:
     batch_tuning: dict[str, Any] | None = None
     xla: dict[str, Any] | None = None
     resumed_from: dict[str, Any] | None = None
+    distributed: dict[str, Any] | None = None  # sharding.report_section: strategy, world size, FSDP2 units
 
 
 def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, Any]:
@@ -155,6 +156,7 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
         "inductor_cache": facts.inductor_cache,
         "batch_tuning": facts.batch_tuning,
         "xla": facts.xla,
+        "distributed": facts.distributed,
         "debug": config.debug,
         "versions": _versions(),
     }

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler import known_wrong, planner
+from sagemaker_tc.compiler import known_wrong, planner, sharding
 from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
@@ -347,10 +347,13 @@ class CompilerRuntime:
 
     def _allowed(self, plan: str) -> bool:
         """``auto`` may try ``plan``, and a failed plan may step back to it: not a plan ``verify`` marks
-        wrong for an attached model's architecture (:mod:`.known_wrong`), and not ``regional`` on
+        wrong for an attached model's architecture (:mod:`.known_wrong`), only
+        :data:`~.sharding.FSDP2_AUTO_PLANS` on an FSDP2 model, and not ``regional`` on
         models without repeated blocks (it would compile the whole model again)."""
         if plan in known_wrong.plans_known_wrong_for(a.model for a in self._attached):
             return False
+        if plan not in sharding.FSDP2_AUTO_PLANS and sharding.is_sharded(a.model for a in self._attached):
+            return False  # FSDP2: a plan across units breaks at each unit's hooks (sharding.py)
         if plan == "regional":
             return any(plan_modules(a.model, "regional") != [a.model] for a in self._attached)
         return True

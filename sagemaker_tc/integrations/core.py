@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc.compiler import sharding
 from sagemaker_tc.compiler.plans import describe
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ def prepare_model(
     if config.compiles:
         _train_without_kv_cache(session, model)
     plan = session.attach(model, config) if config.compiles or measure_calls else None
+    if plan is not None:
+        sharding.on_attach(session, model)  # FSDP2: the gloo check, the order warning
     name = type(model).__name__
     if plan is None or not config.compiles:
         logger.info("Compiler off for %s (enabled=%s, backend=%s)", name, config.enabled, config.backend)

@@ -83,7 +83,9 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     ``TrainingCompilerConfig()``. A disabled config or ``backend="eager"`` leaves the model
     uncompiled (still measured). The model object and its ``state_dict()`` keys are unchanged.
     With ``plan="auto"`` the job's length comes from ``config.expected_steps`` (else 1,000 steps
-    are assumed). Call it on the bare model, before wrapping it in ``DistributedDataParallel``.
+    are assumed). Call it on the bare model, before wrapping it in ``DistributedDataParallel`` or
+    calling ``fully_shard`` (FSDP2: per block, then the root; a model sharded first still trains the
+    same, with a :class:`~sagemaker_tc.errors.ShardingOrderWarning`; docs/distributed.md).
     When the config compiles, a Hugging Face model's ``config.use_cache`` is switched off (no KV cache
     in training forwards: it makes each compiled layer recompile) and set back to True when the
     session closes, as the ``Trainer`` integration does (:mod:`sagemaker_tc.integrations.core`).
@@ -112,6 +114,9 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
             function, the model's class).
         ConfigError: ``config`` is not a ``TrainingCompilerConfig`` (a dict, say) or does not pass its
             checks, or the job's settings in the environment are malformed.
+        GlooAveragingError: ``model`` is FSDP2-sharded on gloo and this torch's gloo sums where it
+            should average (:mod:`sagemaker_tc.compiler.sharding`); for a model sharded after this
+            call, raised at its first training call instead.
     """
     check_model(model)
     checked_config(config, argument="config")

@@ -46,6 +46,9 @@ def prepare_training(
     if session.config.compiles and torch_compile:
         logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
         return
+    from sagemaker_tc.compiler.sharding import note_trainer_fsdp  # FSDP2 (issue 26)
+
+    note_trainer_fsdp(args, model)
     prepare_model(
         session,
         model,
