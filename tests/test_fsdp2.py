@@ -141,6 +141,44 @@ def test_activation_checkpointing_then_compile_then_fully_shard_trains_as_eager_
     assert report["distributed"]["strategy"] == "fsdp2"
 
 
+def test_lora_then_compile_then_fully_shard_trains_as_eager_fsdp2(tmp_path_factory):
+    """peft LoRA adapters (q_proj, v_proj; the base model frozen) under FSDP2: compiled (regional)
+    trains as eager FSDP2 does, with the same all-gathers."""
+    eager, _ = run_job(tmp_path_factory.mktemp("lora-eager"), "fsdp2_loop.py", hosts=2, compile=0, lora=1)
+    compiled, report = run_job(
+        tmp_path_factory.mktemp("lora-compiled"),
+        "fsdp2_loop.py",
+        hosts=2,
+        compile=1,
+        lora=1,
+        compiler=TrainingCompilerConfig(plan="regional", baseline_steps=0),
+    )
+    assert_same_training(compiled, eager, "FSDP2 + LoRA compiled vs FSDP2 + LoRA eager")
+    assert compiled["gathers"] == eager["gathers"] and eager["gathers"][0] > 0
+    assert any("lora_A" in name for name in compiled["params"])
+    assert report["compiled"] is True and report["plan"] == "regional"
+    assert report["distributed"]["strategy"] == "fsdp2" and report["distributed"]["units_sharded"] == 3
+
+
+def test_a_sharded_checkpoint_of_the_compiled_model_loads_back_under_the_compiled_plan(loop_runs, tmp_path):
+    """At step 10 each rank saves its shards of the compiled, sharded model and optimizer
+    (torch.distributed.checkpoint, keys without ``_orig_mod.``), and a freshly built one (compiled,
+    then sharded) loads them and trains on: the 20 steps end as the uninterrupted compiled run does."""
+    reloaded, report = run_job(
+        tmp_path,
+        "fsdp2_loop.py",
+        hosts=2,
+        compile=1,
+        reload_at=STEPS // 2,
+        shared_dir=str(tmp_path / "shared"),
+        compiler=TrainingCompilerConfig(plan="regional", baseline_steps=0),
+    )
+    assert (tmp_path / "shared" / f"checkpoint-{STEPS // 2}" / ".metadata").is_file()
+    assert_same_training(reloaded, loop_runs["compiled"][0], "FSDP2 compiled, reloaded at step 10 vs uninterrupted")
+    assert reloaded["gathers"] == loop_runs["eager"]["gathers"]
+    assert report["compiled"] is True and report["recompiles"] == 0
+
+
 def test_trainer_with_fsdp_asked_on_cpu_runs_ddp_compiled_as_one_process_and_says_so(tmp_path_factory, capsys):
     """TrainingArguments(fsdp="full_shard", fsdp_config={"version": 2}) with use_cpu=True on 2 hosts: accelerate
     (1.15) turns FSDP on only for GPU-like devices, so the Trainer runs DDP on CPU. The report says so
