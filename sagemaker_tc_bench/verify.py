@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.compiler.loss import compute_loss
 from sagemaker_tc_bench.errors import BenchError, ModelNotDeterministicError, NumericalMismatchError
+from sagemaker_tc_bench.training import parameter_difference, train_losses
 
 if TYPE_CHECKING:
     import torch
@@ -65,8 +65,10 @@ class VerifyResult:
         compiled_seconds: wall time of the compiled side's steps including compilation, s.
         config: the ``TrainingCompilerConfig`` used, as a dict.
         plan: the compile plan the compiled side ran.
-        max_param_diff: the largest absolute difference of a parameter after the last step.
+        max_param_diff: the largest absolute difference of a parameter element after the last step,
+            over the elements that got a gradient (:data:`NO_GRADIENT_FRACTION`).
         param_atol: the accepted ``max_param_diff``.
+        elements_without_gradient: parameter elements left out of ``max_param_diff``.
     """
 
     name: str
@@ -87,6 +89,7 @@ class VerifyResult:
     plan: str | None = None
     max_param_diff: float = 0.0
     param_atol: float = DEFAULT_PARAM_ATOL
+    elements_without_gradient: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -105,25 +108,6 @@ def disable_dropout(model: torch.nn.Module) -> int:
             module.p = 0.0
             changed += 1
     return changed
-
-
-def train_losses(
-    model: torch.nn.Module, batches: Sequence[Any], *, steps: int, lr: float, loss_fn: LossFn
-) -> tuple[list[float], float]:
-    """Train ``model`` for ``steps`` AdamW steps (``lr``, torch's other defaults) on ``batches``
-    (cycled) and return each step's loss (taken before that step's update) and the wall time, s."""
-    import torch
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    losses = []
-    started = time.perf_counter()
-    for step in range(steps):
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model, batches[step % len(batches)])
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    return losses, time.perf_counter() - started
 
 
 def _relative(compiled: float, eager: float) -> float:
@@ -215,14 +199,16 @@ def verify_training(
     config = config or verify_config()
     eager, compiled, zeroed = _two_sides(model, batches[0], loss_fn, rtol)
     torch.manual_seed(seed)
-    eager_losses, eager_seconds = train_losses(eager, batches, steps=steps, lr=lr, loss_fn=loss_fn)
+    peaks: list[torch.Tensor] = []
+    eager_losses, eager_seconds = train_losses(
+        eager, batches, steps=steps, lr=lr, loss_fn=loss_fn, gradient_peaks=peaks
+    )
     with _compiled(compiled, config) as regions:
         graphs_before = dynamo_stats().graphs
         torch.manual_seed(seed)
         compiled_losses, compiled_seconds = train_losses(compiled, batches, steps=steps, lr=lr, loss_fn=loss_fn)
         regions.append(compiled_regions(compiled))
-    pairs = zip(compiled.parameters(), eager.parameters(), strict=True)
-    param_diff = max(float((a.detach() - b.detach()).abs().max()) for a, b in pairs)
+    param_diff, left_out = parameter_difference(compiled, eager, peaks)
     diffs = [_relative(c, e) for c, e in zip(compiled_losses, eager_losses, strict=True)]
     worst = max(range(steps), key=diffs.__getitem__)
     result = VerifyResult(
@@ -244,6 +230,7 @@ def verify_training(
         plan=config.plan,
         max_param_diff=param_diff,
         param_atol=param_atol,
+        elements_without_gradient=left_out,
     )
     if result.compiled_regions == 0 and config.compiles:
         logger.warning("verify %s: compile_model compiled nothing, so the comparison proves nothing", name)

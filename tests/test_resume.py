@@ -87,7 +87,7 @@ def train_channel(tmp_path_factory):
 def job(tmp_path, script, model_dir, *, hosts=1, location=None, config=None, **hyperparameters) -> PyTorch:
     return PyTorch(
         SCRIPTS[script],
-        source_dir=str(REPO / "tests" / "assets"),
+        source_dir=str(REPO / "tests" / "assets_checkpoints"),  # apart: they name /opt/ml/checkpoints
         instance_type="local_process",
         instance_count=hosts,
         distribution={"torch_distributed": {"enabled": True}} if hosts > 1 else None,
