@@ -190,3 +190,21 @@ def tokenize_sst2(num_rows: int, seq_len: int, data: Path | None = None) -> Toke
         target_ids=targets,
         source=_display_path(path),
     )
+
+
+def pack_rows(ids: list[list[int]], mask: list[list[int]]) -> list[list[int]]:
+    """Pack rows as a decoder is trained at long sequence lengths: the real tokens (``mask`` 1) of
+    every row in order, end to end, cut into rows as long as the input's, repeated from the start when
+    they run out. Same shape as ``ids`` (``rows`` x ``seq_len``), no padding left.
+
+    Short SST-2 sentences at ``seq_len`` 1024 are over 98 % padding; packed, every position is a
+    real token and a causal model needs no padding mask.
+
+    Raises:
+        BenchError: no row has a real token.
+    """
+    stream = [token for row, row_mask in zip(ids, mask, strict=True) for token, real in zip(row, row_mask, strict=True) if real]
+    if not stream:
+        raise BenchError("cannot pack rows that have no real token")
+    width = len(ids[0]) if ids else 0
+    return [[stream[(row * width + column) % len(stream)] for column in range(width)] for row in range(len(ids))]
