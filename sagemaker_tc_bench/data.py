@@ -203,7 +203,12 @@ def pack_rows(ids: list[list[int]], mask: list[list[int]]) -> list[list[int]]:
     Raises:
         BenchError: no row has a real token.
     """
-    stream = [token for row, row_mask in zip(ids, mask, strict=True) for token, real in zip(row, row_mask, strict=True) if real]
+    stream = [
+        token
+        for row, row_mask in zip(ids, mask, strict=True)
+        for token, real in zip(row, row_mask, strict=True)
+        if real
+    ]
     if not stream:
         raise BenchError("cannot pack rows that have no real token")
     width = len(ids[0]) if ids else 0
