@@ -34,10 +34,10 @@ Models with ``default=False`` (llama-3.2-1b: 1.2B parameters) run only when name
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from sagemaker_tc_bench.data import map_ids
 from sagemaker_tc_bench.errors import BenchError
 
 if TYPE_CHECKING:
@@ -353,23 +353,6 @@ def build_model(
     model = getattr(transformers, spec.model_class)(config)
     model.train()
     return model
-
-
-def map_ids(ids: Sequence[Sequence[int]], mask: Sequence[Sequence[int]], vocab_size: int, pad_id: int) -> list:
-    """Map MiniLM token ids into a model's vocabulary: real tokens become ``id % vocab_size`` (moved
-    one up if that equals the model's pad id, so padding stays recognisable), padding becomes
-    ``pad_id``. Shapes are kept: ``rows`` x ``seq_len``."""
-    mapped = []
-    for row, row_mask in zip(ids, mask, strict=True):
-        out = []
-        for token, real in zip(row, row_mask, strict=True):
-            if not real:
-                out.append(pad_id)
-                continue
-            token %= vocab_size
-            out.append((token + 1) % vocab_size if token == pad_id else token)
-        mapped.append(out)
-    return mapped
 
 
 def make_batches(
