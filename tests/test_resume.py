@@ -141,7 +141,7 @@ def uninterrupted(tmp_path_factory, tiny_bert_dir, train_channel):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("script", "hosts"), [("trainer", 2), ("loop", 1)])
+@pytest.mark.parametrize(("script", "hosts"), [("trainer", 1), ("trainer", 2), ("loop", 1), ("loop", 2)])
 def test_a_job_stopped_after_a_checkpoint_resumes_and_ends_as_an_uninterrupted_one(
     tmp_path, tiny_bert_dir, train_channel, uninterrupted, monkeypatch, script, hosts
 ):
