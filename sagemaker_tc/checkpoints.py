@@ -128,8 +128,6 @@ def _save_session_plan(folder: Path) -> None:
     session_module = sys.modules.get("sagemaker_tc.compiler.session")
     session = session_module.current_session() if session_module is not None else None
     if session is not None:
-        from sagemaker_tc.compiler.resume import save_plan
-
         save_plan(session, folder)
 
 
@@ -148,3 +146,18 @@ def steps_lost(folder: str | os.PathLike, checkpoint_step: int) -> int | None:
     if progress is None or not isinstance(progress.get("step"), int):
         return None
     return max(0, progress["step"] - checkpoint_step)
+
+
+def plan_file(session: Any) -> dict[str, Any]:
+    """What a checkpoint keeps of the compile plan: the requested plan and ``auto``'s decision."""
+    runtime = session.runtime
+    requested = runtime.config.plan if runtime.config is not None else session.config.plan
+    data: dict[str, Any] = {"requested": requested}
+    if runtime.decision is not None:
+        data["decision"] = runtime.decision
+    return data
+
+
+def save_plan(session: Any, checkpoint: Path) -> None:
+    """Write :func:`plan_file` into ``checkpoint`` (before its completion marker)."""
+    write_json(checkpoint / PLAN_FILE, plan_file(session))

@@ -7,7 +7,7 @@ compile plan it had chosen.
 - :func:`begin`: tell the session; the report then carries ``resumed_from`` (step, checkpoint,
   ``steps_lost``), and ``plan="auto"`` takes the interrupted job's decision
   (``plan_decision.source: "resumed"``) instead of measuring eager and trial steps again.
-- :func:`plan_file`: what the session saves into each checkpoint for that.
+- :func:`sagemaker_tc.checkpoints.save_plan`: what the session saves into each checkpoint for that.
 
 Why resuming is opt-in for a script that calls ``trainer.train()`` without
 ``resume_from_checkpoint``: such a script says it starts from step 0, and a folder that happens to
@@ -67,18 +67,3 @@ def begin(session: Any, checkpoint: Path) -> dict[str, Any]:
         f"; the interrupted job had run {lost} more step(s) after it, lost" if lost else "",
     )
     return resumed
-
-
-def plan_file(session: Any) -> dict[str, Any]:
-    """What a checkpoint keeps of the compile plan: the requested plan and ``auto``'s decision."""
-    runtime = session.runtime
-    requested = runtime.config.plan if runtime.config is not None else session.config.plan
-    data: dict[str, Any] = {"requested": requested}
-    if runtime.decision is not None:
-        data["decision"] = runtime.decision
-    return data
-
-
-def save_plan(session: Any, checkpoint: Path) -> None:
-    """Write :func:`plan_file` into ``checkpoint`` (before its completion marker)."""
-    checkpoints.write_json(checkpoint / checkpoints.PLAN_FILE, plan_file(session))

@@ -94,7 +94,7 @@ class Schedule:
 
     def resume(self, saved: dict[str, Any], available: Sequence[str]) -> bool:
         """Run the plan an interrupted job ran (``saved``: the plan file in its checkpoint,
-        :func:`sagemaker_tc.compiler.resume.plan_file`) from the first step, with no eager baseline
+        :func:`sagemaker_tc.checkpoints.plan_file`) from the first step, with no eager baseline
         and no trials (it measured those); :attr:`decision` then says ``source: "resumed"``. Only
         when the saved requested plan is this job's; for ``auto``, the plan ``auto`` chose, when it
         is one this job can run (``available``, or eager). Rank 0's file, on every rank (a

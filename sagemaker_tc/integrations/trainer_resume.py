@@ -56,7 +56,7 @@ def on_save(session: Any, args: Any, state: Any) -> None:
     if not checkpoint.is_dir():
         return
     try:
-        resume.save_plan(session, checkpoint)
+        checkpoints.save_plan(session, checkpoint)
         checkpoints.mark_complete(checkpoint, state.global_step)
     except OSError:
         logger.exception("Could not mark %s complete (a resume will skip it)", checkpoint)
