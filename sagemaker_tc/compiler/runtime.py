@@ -1,18 +1,16 @@
 """The compiled training step at run time: the compile plans on the models, and which one runs.
 
 :meth:`CompilerRuntime.attach` prepares the compile plans on a model (:mod:`.plans`, compiled in
-place and lazily, each with its own recompile budget) and starts the job's
-:class:`~sagemaker_tc.compiler.schedule.Schedule`; after each optimizer step the schedule may name
-another plan, and the runtime installs it (:meth:`CompilerRuntime._activate`): its compiled calls in
-their slots, the optimizer's update switched for ``step``, bucket padding on for compiled plans only.
+place and lazily, each with its own recompile budget) and starts the job's ``Schedule``; after each
+optimizer step the schedule may name another plan, and the runtime installs it (:meth:`_activate`):
+its compiled calls in their slots, the optimizer's update for ``step``, bucket padding (compiled only).
 
-Every compiled callable is guarded (module slots by :class:`~.plans.GuardedCall`, the step plan's
-update by :class:`~.optimizers.StepPlanOptimizer`): a call that raises is rerun eagerly; if eager
-works the plan failed (:meth:`CompilerRuntime.plan_failed`) and never runs again in the job, which
-steps back to a safer plan (:mod:`.failures`), or under ``policy="strict"`` raises
-:class:`CompilerError` naming it (an out-of-memory error ends the plan under either policy). If eager
-fails too, the error is the model's own. CUDA graphs run only where torch supports them
-(:meth:`CompilerRuntime._captures`), never on the optimizer update alone.
+Every compiled callable is guarded (module slots by :class:`~.plans.GuardedCall`, the step plan's update by
+:class:`~.optimizers.StepPlanOptimizer`): a call that raises is rerun eagerly; if eager works the plan failed
+(:meth:`CompilerRuntime.plan_failed`) and never runs again in the job, which steps back to a safer plan
+(:mod:`.failures`), or under ``policy="strict"`` raises :class:`CompilerError` naming it (an out-of-memory
+error ends the plan under either policy). If eager fails too, the error is the model's own. CUDA graphs run
+only where torch supports them (:meth:`CompilerRuntime._captures`), never on the optimizer update alone.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc import _internals
+from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import known_wrong, planner, sharding
 from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
@@ -71,8 +69,7 @@ class CompilerRuntime:
         self.active = planner.EAGER
         self.fallback_reason: str | None = None
         self.schedule: Schedule | None = None
-        self.device = "cpu"
-        self.device_name = "cpu"
+        self.device = self.device_name = "cpu"
         self.forwards_per_step = 1
         self.optimizer_kind: str | None = None
         self.compiles_since: DynamoMark | None = None  # the session's mark: count dynamo's work after it
@@ -113,7 +110,7 @@ class CompilerRuntime:
             raise
 
     def _attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
-        self.attention = _internals.attention_implementation(model) or self.attention
+        self.attention = _hf_internals.attention_implementation(model) or self.attention
         first = self.config is None
         self.config = config
         if first:
@@ -170,8 +167,7 @@ class CompilerRuntime:
 
     @property
     def decision(self) -> dict[str, Any] | None:
-        """``plan="auto"``'s decision once made, or a resumed job's (None before, and for explicit plans
-        not resumed)."""
+        """``plan="auto"``'s decision once made, or a resumed job's (else None)."""
         return self.schedule.decision if self.schedule is not None else None
 
     def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
@@ -347,13 +343,12 @@ class CompilerRuntime:
 
     def _allowed(self, plan: str) -> bool:
         """``auto`` may try ``plan``, and a failed plan may step back to it: not a plan ``verify`` marks
-        wrong for an attached model's architecture (:mod:`.known_wrong`), only
-        :data:`~.sharding.FSDP2_AUTO_PLANS` on an FSDP2 model, and not ``regional`` on
-        models without repeated blocks (it would compile the whole model again)."""
-        if plan in known_wrong.plans_known_wrong_for(a.model for a in self._attached):
+        wrong for an attached model's architecture (:mod:`.known_wrong`), only :data:`~.sharding.FSDP2_AUTO_PLANS`
+        on an FSDP2 model, and not ``regional`` on models without repeated blocks (it would compile the
+        whole model again)."""
+        models = [a.model for a in self._attached]
+        if plan in known_wrong.plans_known_wrong_for(models) or not sharding.plan_fits_sharding(plan, models):
             return False
-        if plan not in sharding.FSDP2_AUTO_PLANS and sharding.is_sharded(a.model for a in self._attached):
-            return False  # FSDP2: a plan across units breaks at each unit's hooks (sharding.py)
         if plan == "regional":
             return any(plan_modules(a.model, "regional") != [a.model] for a in self._attached)
         return True

@@ -58,6 +58,12 @@ def fsdp2_units(model: Any) -> list[tuple[str, Any]]:
     return [(name, module) for name, module in model.named_modules() if isinstance(module, FSDPModule)]
 
 
+def plan_fits_sharding(plan: str, models: Iterable[Any]) -> bool:
+    """False for a plan outside :data:`FSDP2_AUTO_PLANS` when a model is FSDP2-sharded: a plan across
+    units breaks at each unit's hooks."""
+    return plan in FSDP2_AUTO_PLANS or not is_sharded(models)
+
+
 def is_sharded(models: Iterable[Any]) -> bool:
     """True when any of ``models`` holds an FSDP2 unit."""
     return any(fsdp2_units(model) for model in models)

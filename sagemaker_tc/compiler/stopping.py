@@ -103,6 +103,13 @@ class StopSignal:
         return bool(value[0])
 
 
+def install_for(session: Any) -> None:
+    """Give a job launcher's ``session`` its :class:`StopSignal` (``session.stop``), handling SIGTERM
+    until the session closes."""
+    session.stop = StopSignal()
+    session.add_cleanup(session.stop.install())
+
+
 def _gloo_group() -> Any:
     """The default process group when its backend is gloo (returned as False: use the default), else
     a new gloo group of every rank (a collective: every rank calls it at the same point)."""

@@ -11,29 +11,27 @@ with no custom image. The launcher then:
 3. sets the compiler's environment variables, never overwriting one the user set (it warns);
 4. with ``cache=...``, restores the compile cache into a fresh Inductor folder
    (:mod:`sagemaker_tc.compiler.job_cache`), once per host, before any rank starts;
-5. opens the job's compiler session (:class:`~sagemaker_tc.compiler.session.CompilerSession`),
-   with a SIGTERM handler that stops training at a step boundary (:mod:`sagemaker_tc.compiler.stopping`),
-   which adds the Hugging Face ``Trainer`` callback once the script imports ``transformers.trainer``
-   (a post-import hook: a plain PyTorch job never imports transformers through us), then runs the
-   user's entry point in this process as ``__main__``, with the same arguments, so the runtime
-   measures what runs (distributed jobs: torchrun runs the launcher once per rank);
+5. opens the job's compiler session (:class:`~sagemaker_tc.compiler.session.CompilerSession`) with its SIGTERM
+   handler (:mod:`sagemaker_tc.compiler.stopping`: training stops at a step boundary) and a post-import hook
+   that adds the Hugging Face ``Trainer`` callback once the script imports ``transformers.trainer`` (a plain
+   PyTorch job never imports transformers through us), then runs the user's entry point in this process as
+   ``__main__``, with the same arguments, so the runtime measures what runs (distributed jobs: torchrun runs
+   the launcher once per rank);
 6. when the script has ended (also when it failed): starts the watchdog's exit deadline
-   (:mod:`sagemaker_tc.container.watchdog`), then closes the session: global rank 0 saves the
-   compile cache, writes ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` (the job's one writer) and
-   prints the metric lines;
-7. as the process's program (the injected launcher, a torchrun rank), returns with the script's
-   module still ``sys.modules["__main__"]``: its globals (a DDP model, its process group) are freed
-   when the interpreter shuts down, in the order ``python script.py`` frees them, never while the
-   launcher runs (freeing a DDP model while holding the GIL can deadlock gloo's worker threads);
-8. when the script, or the launcher's own setup or teardown, raises: writes ``$SM_OUTPUT_DIR/failure``
-   with the exception's type and message first (SageMaker keeps the first 1024 characters as the
-   job's FailureReason; the toolkit only writes the file when it does not exist, and without a
-   framework module it captures no error text), then lets the exception propagate so the process
-   exits non-zero.
+   (:mod:`sagemaker_tc.container.watchdog`), then closes the session: global rank 0 saves the compile cache,
+   writes ``$SM_OUTPUT_DATA_DIR/compiler/report.json`` (the job's one writer) and prints the metric lines;
+7. as the process's program (the injected launcher, a torchrun rank), returns with the script's module still
+   ``sys.modules["__main__"]``: its globals (a DDP model, its process group) are freed when the interpreter
+   shuts down, in the order ``python script.py`` frees them, never while the launcher runs (freeing a DDP
+   model while holding the GIL can deadlock gloo's worker threads);
+8. when the script, or the launcher's own setup or teardown, raises: writes ``$SM_OUTPUT_DIR/failure`` with
+   the exception's type and message first (SageMaker keeps the first 1024 characters as the job's
+   FailureReason; the toolkit only writes the file when it does not exist, and without a framework module it
+   captures no error text), then lets the exception propagate so the process exits non-zero.
 
-Under sagemaker-tc's own torchrun (the launcher runs torchrun when the toolkit did not), a rank
-whose script finished and that then died at exit (torch's gloo teardown can abort) does not fail the
-job: its training is complete, the model is kept, and the log says exactly that (:func:`_run_ranks`).
+Under sagemaker-tc's own torchrun (the launcher runs torchrun when the toolkit did not), a rank whose script
+finished and that then died at exit (torch's gloo teardown can abort) does not fail the job: its training is
+complete, the model is kept, and the log says exactly that (:func:`_run_ranks`).
 """
 
 from __future__ import annotations
@@ -52,9 +50,9 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from sagemaker_tc import contract, scratch
+from sagemaker_tc.compiler import stopping
 from sagemaker_tc.compiler.job_cache import JobCache, private_inductor_dir
 from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
-from sagemaker_tc.compiler.stopping import StopSignal
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.container import watchdog
 from sagemaker_tc.container.distributed import processes_per_host, rank_label, torchrun_command
@@ -143,14 +141,12 @@ TRAINER_MODULE = "transformers.trainer"
 def open_session(
     config: TrainingCompilerConfig, environ: MutableMapping[str, str], job_cache: JobCache | None
 ) -> CompilerSession:
-    """The job process's compiler session, open, with its SIGTERM handler
-    (:class:`~sagemaker_tc.compiler.stopping.StopSignal`) and the ``Trainer`` callback, added when the
-    script imports ``transformers.trainer``; both are undone when the session closes."""
+    """The job process's compiler session, open, with its SIGTERM handler (:mod:`.stopping`) and the
+    ``Trainer`` callback (added once the script imports ``transformers.trainer``); undone at close."""
     session = CompilerSession(config, environ=environ, writes_report=True, job_cache=job_cache).open()
     if importlib.util.find_spec("torch") is not None:
         try:
-            session.stop = StopSignal()
-            session.add_cleanup(session.stop.install())
+            stopping.install_for(session)
             session.add_cleanup(when_imported(TRAINER_MODULE, lambda _module: _add_trainer_callback(session)))
         except BaseException:
             session.close()
