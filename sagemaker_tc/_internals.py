@@ -14,7 +14,6 @@ torch 2.11. Imports are lazy (inside each function): the SDK side imports this m
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -335,67 +334,6 @@ def global_optimizer_step_hooks() -> int:
     import torch.optim.optimizer as optimizer_module
 
     return len(optimizer_module._global_optimizer_pre_hooks) + len(optimizer_module._global_optimizer_post_hooks)
-
-
-# -- transformers ----------------------------------------------------------------------------------------
-def attention_implementation(model: Any) -> str | None:
-    """The attention kernel a Hugging Face model runs: ``model.config._attn_implementation``
-    (``"sdpa"``, ``"eager"``, ``"flash_attention_2"``; transformers 4.36 to 5.24). None for other models."""
-    value = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    return value if isinstance(value, str) else None
-
-
-_TRAINER_SEARCH_DEPTH = 12
-
-
-def calling_trainer(depth: int = _TRAINER_SEARCH_DEPTH) -> Any:
-    """The ``transformers.Trainer`` whose method is on the call stack (``self`` of one of the
-    ``depth`` callers' frames, read with ``sys._getframe``), else None.
-
-    A ``TrainerCallback``'s ``on_init_end`` is called from ``Trainer.__init__`` with no reference to
-    the Trainer; this finds it.
-    """
-    from transformers import Trainer
-
-    frame = sys._getframe(1)
-    for _ in range(depth):
-        if frame is None:
-            return None
-        candidate = frame.f_locals.get("self")
-        if isinstance(candidate, Trainer):
-            return candidate
-        frame = frame.f_back
-    return None
-
-
-def set_trainer_batch_size(trainer: Any, batch_size: int) -> bool:
-    """Set the batch a Trainer builds its training dataloader with: ``Trainer._train_batch_size``
-    (transformers 4.26 to 5.24; copied from ``TrainingArguments.train_batch_size`` in ``__init__``
-    and written by its own ``auto_find_batch_size``; there is no public setter).
-
-    Returns:
-        False when the Trainer has no such field (nothing changed), else True.
-    """
-    if not hasattr(trainer, "_train_batch_size"):
-        return False
-    trainer._train_batch_size = batch_size
-    return True
-
-
-# -- accelerate and torch_xla dataloaders ----------------------------------------------------------
-def innermost_dataloader(loader: Any) -> Any:
-    """The loader a training dataloader finally iterates (``loader`` itself when it wraps nothing).
-
-    Goes through torch_xla's ``MpDeviceLoader`` (private ``_loader``; torch_xla 2.9,
-    ``torch_xla/distributed/parallel_loader.py``; accelerate's ``MpDeviceLoaderWrapper`` subclasses it)
-    and accelerate's ``DataLoaderAdapter.base_dataloader`` (accelerate 1.x; its ``DataLoaderShard``
-    passes ``isinstance(..., DataLoader)`` through a ``__class__`` property, but iterates the base
-    loader, so an attribute set on the shard is not seen by the iteration). At most 5 levels.
-    """
-    seen = 0
-    while seen < 5 and (inner := getattr(loader, "base_dataloader", None) or getattr(loader, "_loader", None)):
-        loader, seen = inner, seen + 1
-    return loader
 
 
 # -- torch: FSDP2 (fully_shard) and gloo -----------------------------------------------------------

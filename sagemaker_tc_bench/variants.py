@@ -144,11 +144,11 @@ def finish(variant: str, model: torch.nn.Module, job_steps: int = DEFAULT_JOB_ST
     """
     import torch
 
-    from sagemaker_tc import _internals
+    from sagemaker_tc import _hf_internals
 
     optimizer, optimizer_kind = _adamw(model.parameters(), fused=check_variant(variant) != "eager")
     details: dict[str, Any] = {
-        "attn_implementation": _internals.attention_implementation(model),
+        "attn_implementation": _hf_internals.attention_implementation(model),
         "optimizer": f"AdamW ({optimizer_kind})",
         "compile": None,
         "compiled_regions": 0,

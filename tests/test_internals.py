@@ -8,7 +8,7 @@ import tempfile
 import pytest
 import torch
 
-from sagemaker_tc import _internals
+from sagemaker_tc import _hf_internals, _internals
 from sagemaker_tc.compiler import failures
 from sagemaker_tc.errors import InternalAPIMissing
 from sagemaker_tc.sdk import _internals as sdk_internals
@@ -115,17 +115,17 @@ def _transformers_internals():
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     model = tiny_bert()
-    assert _internals.attention_implementation(model) in ("sdpa", "eager")
+    assert _hf_internals.attention_implementation(model) in ("sdpa", "eager")
     found = {}
 
     class Probe(TrainerCallback):
         def on_init_end(self, args, state, control, **kwargs):
-            found["trainer"] = _internals.calling_trainer()
+            found["trainer"] = _hf_internals.calling_trainer()
 
     args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="internals-probe-"), report_to=[], use_cpu=True)
     trainer = Trainer(model=model, args=args, callbacks=[Probe()])
     assert found["trainer"] is trainer
-    assert _internals.set_trainer_batch_size(trainer, 24) and trainer._train_batch_size == 24
+    assert _hf_internals.set_trainer_batch_size(trainer, 24) and trainer._train_batch_size == 24
 
 
 def _sagemaker_core_pipeline_hand_off():
@@ -166,12 +166,12 @@ def _innermost_dataloader():
     from torch.utils.data import DataLoader
 
     shard = DataLoaderShard(list(range(4)), batch_size=2)
-    inner = _internals.innermost_dataloader(shard)
+    inner = _hf_internals.innermost_dataloader(shard)
     assert inner is not shard and type(inner) is DataLoader
     inner.collate_fn = lambda samples: ("seen", samples)
     assert [batch[0] for batch in shard] == ["seen", "seen"]
     plain = DataLoader(list(range(4)))
-    assert _internals.innermost_dataloader(plain) is plain  # torch_xla's side: tests_xla/test_xla.py
+    assert _hf_internals.innermost_dataloader(plain) is plain  # torch_xla's side: tests_xla/test_xla.py
 
 
 def _recompile_budget_internals():

@@ -230,7 +230,7 @@ def test_innermost_dataloader_goes_through_torch_xlas_device_loader():
     from torch.utils.data import DataLoader
     from torch_xla.distributed.parallel_loader import MpDeviceLoader
 
-    from sagemaker_tc import _internals
+    from sagemaker_tc import _hf_internals
 
     plain = DataLoader(list(range(4)))
-    assert _internals.innermost_dataloader(MpDeviceLoader(plain, torch_xla.device())) is plain
+    assert _hf_internals.innermost_dataloader(MpDeviceLoader(plain, torch_xla.device())) is plain

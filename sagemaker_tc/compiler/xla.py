@@ -154,9 +154,9 @@ class XlaRuntime(CompilerRuntime):
                 f"has WORLD_SIZE={world_size()}. Use one process (processes_per_host=1, instance_count=1), or "
                 "backend='inductor' for distributed training"
             )
-        from sagemaker_tc import _internals
+        from sagemaker_tc import _hf_internals
 
-        self.attention = _internals.attention_implementation(model) or self.attention
+        self.attention = _hf_internals.attention_implementation(model) or self.attention
         first = self.config is None
         self.config = config
         if first:
@@ -196,9 +196,9 @@ class XlaRuntime(CompilerRuntime):
         is found inside."""
         from torch.utils.data import DataLoader
 
-        from sagemaker_tc import _internals
+        from sagemaker_tc import _hf_internals
 
-        loader = _internals.innermost_dataloader(dataloader)
+        loader = _hf_internals.innermost_dataloader(dataloader)
         if not isinstance(loader, DataLoader) or self.shapes is None:
             return False
         loader.collate_fn = self.shapes.wrap_collate(loader.collate_fn)

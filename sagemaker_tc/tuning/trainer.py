@@ -13,7 +13,7 @@ One reach into the Trainer: it copies the batch size into a private field in ``_
 ``on_init_end``, and transformers has no public setter for it (its own ``auto_find_batch_size``
 writes that field). The callback finds the Trainer that is calling it (the ``self`` of
 ``Trainer.__init__`` on the call stack) and updates that one field
-(:func:`sagemaker_tc._internals.calling_trainer`, :func:`~sagemaker_tc._internals.set_trainer_batch_size`).
+(:func:`sagemaker_tc._hf_internals.calling_trainer`, :func:`~sagemaker_tc._hf_internals.set_trainer_batch_size`).
 Without it the change is not applied and the report says so.
 
 :func:`describe_at_train_begin` then adds what only ``train()`` knows to the report: steps per
@@ -27,7 +27,7 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc import _internals
+from sagemaker_tc import _hf_internals
 from sagemaker_tc.config import AUTO_BATCH
 from sagemaker_tc.tuning.api import record, search_batch
 from sagemaker_tc.tuning.decision import LOG_PREFIX, TuningDecision, plan_tuning
@@ -130,8 +130,8 @@ def _search_failed(session: CompilerSession, args: Any, error: Exception, plan: 
 
 def _apply(session: CompilerSession, args: Any, decision: TuningDecision) -> None:
     """Put the decision into the ``TrainingArguments`` and the Trainer being built (or say why not)."""
-    trainer = _internals.calling_trainer()
-    if trainer is None or not _internals.set_trainer_batch_size(trainer, _train_batch(args, decision)):
+    trainer = _hf_internals.calling_trainer()
+    if trainer is None or not _hf_internals.set_trainer_batch_size(trainer, _train_batch(args, decision)):
         decision.applied = False
         decision.note = "the Trainer calling on_init_end was not found on the call stack: nothing changed"
         logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
