@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sagemaker_tc.paths import write_atomic
+
 logger = logging.getLogger(__name__)
 
 PREFIX = "checkpoint-"
@@ -42,9 +44,7 @@ _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` through a temporary name and a rename, so a reader never sees half a file."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
-    os.replace(partial, path)
+    write_atomic(path, json.dumps(data, sort_keys=True))
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -1,4 +1,5 @@
-"""Checks of local folders a command or a job will write to, run before any work starts.
+"""Local files and folders: checks of folders a command or a job will write to, run before any work
+starts, and the one atomic file write (:func:`write_atomic`).
 
 Used by the estimators and ``ModelTrainer`` (a local ``output_path``) and by ``sagemaker-tc bench
 --out``: a folder that cannot be written should fail with its reason before a job or a benchmark
@@ -28,3 +29,20 @@ def unwritable_reason(folder: str | os.PathLike) -> str | None:
         return f"nothing can be created in {str(existing)!r} ({error.strerror or error})"
     os.rmdir(probe)
     return None
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` (text as UTF-8) at ``path`` through a temporary file in the same folder and
+    ``os.replace``, so a reader sees the old file or the whole new one, never half of it. Makes the
+    folder. Raises ``OSError`` as the write does (the temporary file is removed)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
+        try:
+            handle.write(payload)
+        except BaseException:
+            handle.close()
+            os.unlink(handle.name)
+            raise
+    os.replace(handle.name, target)

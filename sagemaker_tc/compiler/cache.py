@@ -29,7 +29,6 @@ import importlib.metadata
 import io
 import json
 import logging
-import os
 import platform
 import shutil
 import subprocess
@@ -40,6 +39,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sagemaker_tc.paths import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -151,11 +152,7 @@ class _Store:
         if self.s3:
             self.client.put_object(Bucket=self.bucket, Key=self._s3_key(name), Body=data)
             return
-        path = self.root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as handle:
-            handle.write(data)
-        os.replace(handle.name, path)
+        write_atomic(self.root / name, data)
 
     def delete(self, name: str) -> None:
         if self.s3:

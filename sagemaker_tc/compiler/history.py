@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from sagemaker_tc.paths import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +83,7 @@ def write(folder: Path | None, key: WorkloadKey, entry: dict[str, Any]) -> None:
             "workload": asdict(key),
             "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".tmp-", delete=False, encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-        os.replace(handle.name, path)
+        write_atomic(path, json.dumps(data, indent=2))
     except (OSError, ValueError, TypeError) as error:
         logger.warning("Could not record the plan history in %s: %s", path, error)
 
