@@ -280,3 +280,45 @@ def test_state_saved_under_one_plan_loads_and_trains_under_another(tmp_path):
         trained_optimizer.step()
     assert current_session().report()["plan"] == "regional"
     assert_same_parameters(compiled.state_dict(), eager.state_dict())
+
+
+def test_a_multi_gpu_job_keeps_sigterms_usual_effect_and_runs_no_per_step_collective(monkeypatch):
+    """Where the stop agreement has not run (a multi-process job on NCCL), SIGTERM goes to the handler
+    that was there before, nothing is requested, and ``agreed`` makes no collective."""
+    import os
+    import signal
+
+    from sagemaker_tc.compiler import stopping
+
+    monkeypatch.setattr(stopping, "process_group_size", lambda: 2)
+    monkeypatch.setattr(stopping, "_backend", lambda: "nccl")
+    monkeypatch.setattr(stopping, "_any_rank", lambda flag: pytest.fail("a collective ran"))
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        stop = stopping.StopSignal()
+        restore = stop.install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM] and stop.requested is False
+        assert stop.agreed(3) is False
+        restore()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_one_process_stops_at_the_step_boundary_after_sigterm():
+    import os
+    import signal
+
+    from sagemaker_tc.compiler import stopping
+
+    previous = signal.getsignal(signal.SIGTERM)
+    stop = stopping.StopSignal()
+    restore = stop.install()
+    try:
+        assert stop.agreed(1) is False
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested and stop.agreed(2) and stop.stop_step == 2
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGTERM) == previous

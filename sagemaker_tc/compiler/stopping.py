@@ -10,9 +10,10 @@ boundary (the ``Trainer`` callback saves a checkpoint first; a plain loop asks
 
 Ranks must stop at the same step: a rank that leaves the loop while another runs one more step
 would leave that rank waiting in a collective until the kill. So :meth:`StopSignal.agreed` is itself
-a collective in a multi-process job: an all-reduce (max) of each rank's flag over a gloo process
-group (the default group when it is gloo, else one made for this). It runs on the host's CPU and
-never waits for the GPU; every rank must call it at the same point of every step.
+a collective in a multi-process job: an all-reduce (max) of each rank's flag over the default gloo
+process group, on the host's CPU; every rank must call it at the same point of every step. Only
+gloo jobs (CPU) do this: it has not run on a GPU, so a multi-process job on another backend (NCCL)
+keeps SIGTERM's usual effect (:func:`stops_at_step_boundaries`) and runs no per-step collective.
 
 Under torchrun, torchrun's agent also gets the SIGTERM and kills its workers 30 seconds later
 (``torch.distributed.elastic``'s ``close(timeout=30)``): a step and a checkpoint save must fit in that.
@@ -21,6 +22,7 @@ Under torchrun, torchrun's agent also gets the SIGTERM and kills its workers 30 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -43,7 +45,6 @@ class StopSignal:
         self.requested = False
         self.stop_step: int | None = None
         self._agreed = False
-        self._group: Any = None
         self._previous: Any = None
         self._installed = False
 
@@ -63,6 +64,15 @@ class StopSignal:
         return restore
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
+        if not stops_at_step_boundaries():
+            logger.warning(
+                "SIGTERM: a multi-process job on %s has no stop checkpoint (not yet run on a GPU): the signal "
+                "is handled as without sagemaker-tc",
+                _backend(),
+            )
+            signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         if not self.requested:
             logger.warning(
                 "STOP REQUESTED (SIGTERM): training stops at the next optimizer step boundary, after a checkpoint"
@@ -87,20 +97,33 @@ class StopSignal:
             return True
         stop = self.requested
         if process_group_size() > 1:
-            stop = self._any_rank(stop)
+            stop = stops_at_step_boundaries() and _any_rank(stop)
         if stop:
             self._agreed, self.stop_step = True, step
         return stop
 
-    def _any_rank(self, flag: bool) -> bool:
-        import torch
-        import torch.distributed as dist
 
-        if self._group is None:
-            self._group = _gloo_group()
-        value = torch.tensor([1 if flag else 0], dtype=torch.int32)
-        dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self._group or None)
-        return bool(value[0])
+def stops_at_step_boundaries() -> bool:
+    """True where a SIGTERM stops training at a step boundary: one process, or ranks on gloo (CPU
+    jobs, where the agreement is measured). Multi-process jobs on another backend (NCCL: multi-GPU)
+    keep SIGTERM's usual effect: the agreement has not run on a GPU, so it is not on there."""
+    return process_group_size() == 1 or _backend() == "gloo"
+
+
+def _backend() -> str:
+    import torch.distributed as dist
+
+    return str(dist.get_backend())
+
+
+def _any_rank(flag: bool) -> bool:
+    """Whether any rank's ``flag`` is set: an all-reduce (max) of one integer over the gloo default group."""
+    import torch
+    import torch.distributed as dist
+
+    value = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value[0])
 
 
 def install_for(session: Any) -> None:
@@ -108,13 +131,3 @@ def install_for(session: Any) -> None:
     until the session closes."""
     session.stop = StopSignal()
     session.add_cleanup(session.stop.install())
-
-
-def _gloo_group() -> Any:
-    """The default process group when its backend is gloo (returned as False: use the default), else
-    a new gloo group of every rank (a collective: every rank calls it at the same point)."""
-    import torch.distributed as dist
-
-    if dist.get_backend() == "gloo":
-        return False
-    return dist.new_group(backend="gloo")

@@ -12,7 +12,7 @@ import os
 
 import torch
 import torch.distributed as dist
-from transformers import LlamaConfig, LlamaForCausalLM
+from tiny_llama import CONFIG, tiny_llama
 
 import sagemaker_tc
 import sagemaker_tc.compiler.session
@@ -46,16 +46,7 @@ if distributed:  # count FSDP2's all-gathers: every name torch has used for it
 
             setattr(dist, name, counted)
 
-llama = LlamaConfig(
-    vocab_size=128,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    use_cache=False,
-)
+llama = CONFIG
 
 
 def shard(model):
@@ -68,8 +59,7 @@ def shard(model):
 
 def build():
     """The model in the documented order (module docstring) and its optimizer."""
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(llama)
+    model = tiny_llama()
     model.train()
     if args.checkpointing:  # activation checkpointing first: before the compile and fully_shard
         model.activation_checkpointing_enable({"use_reentrant": False})

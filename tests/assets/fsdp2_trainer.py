@@ -9,7 +9,8 @@ import os
 
 import torch
 import torch.distributed as dist
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+from tiny_llama import CONFIG, tiny_llama
+from transformers import Trainer, TrainingArguments
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=20)
@@ -19,18 +20,8 @@ parser.add_argument("--fsdp", type=int, default=0)
 args = parser.parse_args()
 
 world = int(os.environ.get("WORLD_SIZE", "1"))
-llama = LlamaConfig(
-    vocab_size=128,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    use_cache=False,
-)
-torch.manual_seed(0)
-model = LlamaForCausalLM(llama)
+llama = CONFIG
+model = tiny_llama()
 tokens = torch.randint(0, llama.vocab_size, (12, args.seq), generator=torch.Generator().manual_seed(1))
 rows = [{"input_ids": row, "labels": row} for row in tokens]
 
