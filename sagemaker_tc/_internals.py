@@ -234,27 +234,6 @@ def isolates_recompiles() -> bool:
     return "isolate_recompiles" in parameters and "recompile_limit" in parameters
 
 
-def module_call_function(copy_tag: str | None = None) -> Callable[..., Any]:
-    """``nn.Module._call_impl`` unbound (call it as ``f(module, *args, **kwargs)``: the module's call
-    with its hooks; torch 2.0 to 2.13).
-
-    With ``copy_tag``: a copy with a code object of its own, named ``_call_impl__<tag>``, for torch
-    releases without ``torch.compile(isolate_recompiles=...)`` (2.6 to 2.12). Dynamo keeps compiled
-    entries, and counts them against ``recompile_limit``, per code object; every module's call
-    shares ``nn.Module._call_impl.__code__``, so without a copy all the plans of a job spend one
-    budget. The copy is the same bytecode, globals, defaults and closure (``CodeType.replace``).
-    """
-    import types
-
-    import torch
-
-    function = torch.nn.Module._call_impl
-    if copy_tag is None:
-        return function
-    code = function.__code__.replace(co_name=f"_call_impl__{copy_tag}")
-    return types.FunctionType(code, function.__globals__, code.co_name, function.__defaults__, function.__closure__)
-
-
 # -- torch: cudagraph trees' error text ----------------------------------------------------------------------
 _CUDAGRAPH_OVERWRITTEN = "output of CUDAGraphs that has been overwritten"
 """Cudagraph trees' error for a read of an output a later replay overwrote: "accessing tensor output

@@ -191,9 +191,10 @@ class DynamoLimits:
 
     Each compile plan compiles within a budget of its own (``torch.compile(recompile_limit=...,
     isolate_recompiles=True)`` on torch 2.13, :func:`sagemaker_tc.compiler.regions.compile_plan_call`);
-    the global limits must still hold them: the accumulated limit (every budget's compiles of
-    ``Module._call_impl`` together) always, the per-code-object limit where ``torch.compile`` cannot
-    isolate a budget (torch before 2.13).
+    the global limits must still hold them: the accumulated limit (a cap on any one code object's
+    compiles over every budget) always, and, where ``torch.compile`` cannot isolate a budget (torch
+    before 2.13), the per-code-object limit, which each plan variant's own copy of the compiled
+    function then spends alone (the largest plan budget bounds them all).
     """
 
     ACCUMULATED_HEADROOM = 256

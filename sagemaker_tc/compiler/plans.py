@@ -9,12 +9,15 @@
   and on CUDA, asked for explicitly, forward and backward captured in CUDA graphs
   (``mode="reduce-overhead"``: cudagraph trees) for static shapes in one process only.
 
-Each plan's compiled functions are shared by every module it compiles and have a recompile budget
-of their own (:func:`compile_plan`), so one plan's graphs never make another run eagerly.
+Each plan's compiled functions are shared by every module it compiles and have a cache and
+recompile budget of their own (:func:`compile_plan`), so one plan's graphs never make another run
+eagerly.
 
 Everything is compiled in place: a plan installs a :class:`GuardedCall` in each module's compiled-call
-slot (the one ``Module.compile()`` fills), so the module objects, their ``state_dict()`` keys and
-the hooks wrappers add later stay as they are, and taking a plan out is emptying the slots. Only the
+slot (the one ``Module.compile()`` fills), which runs the module's hooks eagerly around the compiled
+forward (:mod:`.regions`), so the module objects, their ``state_dict()`` keys and every forward hook
+(the user's, and those wrappers add later) stay as they are, and taking a plan out is emptying the
+slots. Only the
 active plan's slots are filled; an inactive plan costs nothing per call. The compiled functions are
 kept, so a plan switched back in does not compile again; each is ``torch.compile``'d only when a call
 first runs it (:class:`PlanVariants`).
@@ -35,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler import failures, planner
-from sagemaker_tc.compiler.regions import compile_kwargs, compile_plan_call, find_repeated_blocks
+from sagemaker_tc.compiler.regions import (
+    call_with_forward,
+    compile_kwargs,
+    compile_plan_call,
+    find_repeated_blocks,
+    plan_forward,
+)
 from sagemaker_tc.compiler.shapes import bucket_count, plan_recompile_budget
 
 if TYPE_CHECKING:
@@ -43,18 +52,23 @@ if TYPE_CHECKING:
 
 
 class GuardedCall:
-    """Installed in a module's compiled-call slot: the plan's compiled call, with eager fallback.
+    """Installed in a module's compiled-call slot: the module's own call, hooks eagerly, with the
+    plan's compiled forward inside (:func:`~sagemaker_tc.compiler.regions.call_with_forward`), and
+    eager fallback.
 
-    ``functions`` are the plan's compiled variants of ``nn.Module``'s call, shared by every module
-    the plan compiles and called as ``function(module, *args, **kwargs)``: ``"dynamic"`` (varying
-    shapes), ``"static"`` (training batches padded to bucket lengths: one graph per bucket) and, where
-    CUDA graphs are allowed, ``"captured"``. ``select(module)`` names the variant for this call.
+    ``functions`` are the plan's compiled variants of
+    :func:`~sagemaker_tc.compiler.regions.plan_forward`, shared by every module the plan compiles and
+    called as ``function(module, *args, **kwargs)``: ``"dynamic"`` (varying shapes), ``"static"``
+    (training batches padded to bucket lengths: one graph per bucket) and, where CUDA graphs are
+    allowed, ``"captured"``. ``select(module)`` names the variant for this call.
 
-    When the compiled call raises, the same call runs eagerly: if eager works the plan failed
-    (``on_failure(plan, error)`` decides by policy: step back to a safer plan, or raise); if eager
-    fails too, the error is the model's own and propagates (an out-of-memory error included: the
-    model does not fit eagerly either). ``before_call``, when given, may rewrite the call's
-    arguments first (outside the compiled graph: padding to a bucket, step timing).
+    When the compiled forward raises, the same forward runs eagerly (the hooks do not run again): if
+    eager works the plan failed (``on_failure(plan, error)`` decides by policy: step back to a safer
+    plan, or raise); if eager fails too, the error is the model's own and propagates (an
+    out-of-memory error included: the model does not fit eagerly either). ``before_call``, when
+    given, may rewrite the call's arguments first (outside the compiled graph: padding to a bucket,
+    step timing). A failure in the compiled backward surfaces in ``loss.backward()``, outside this
+    call (:mod:`sagemaker_tc.compiler.backward`).
     """
 
     def __init__(
@@ -77,6 +91,11 @@ class GuardedCall:
         module = self.module_ref()
         if self.before_call is not None:
             args, kwargs = self.before_call(module, args, kwargs)
+        return call_with_forward(module, self._forward, args, kwargs)
+
+    def _forward(self, module: Any, *args: Any, **kwargs: Any) -> Any:
+        """The module's forward for one call (its hooks run around it, eagerly, once): compiled, and
+        rerun eagerly with the same arguments when the compiled call raises."""
         try:  # the variant is torch.compile'd at its first lookup (PlanVariants): that may fail too
             function = self.functions.get(self.select(module)) or self.functions["static"]
             return function(module, *args, **kwargs)
@@ -84,7 +103,7 @@ class GuardedCall:
             if failures.is_out_of_memory(error):
                 failures.free_device_memory()  # room for the eager rerun
             # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
-            result = _internals.uncompiled_call(module)(*args, **kwargs)
+            result = plan_forward(module, *args, **kwargs)
             self.on_failure(self.plan, error)
             return result
 

@@ -1,14 +1,23 @@
-"""Where to compile: regional compilation (each repeated block) or the whole model, in place.
+"""Where to compile (regional compilation of each repeated block, or the whole model) and the one
+mechanism every plan compiles with, in place.
 
-In-place ``Module.compile()`` keeps the module object and its ``state_dict()`` keys unchanged (no
-``_orig_mod.`` prefix), so a saved model loads in plain torch/transformers; it also keeps hooks that
-wrappers such as FSDP add later working (accelerate's ``compile_regions_fsdp2`` docstring explains
-why ``torch.compile(module)``'s wrapper would bypass them).
+Each compiled module keeps its object: a call goes through the module's compiled-call slot (the one
+``Module.compile()`` fills), which runs the module's own call eagerly, hooks included, with the plan's
+compiled :func:`plan_forward` standing in for ``forward`` (:func:`call_with_forward`). So the module,
+its ``state_dict()`` keys (no ``_orig_mod.`` prefix) and every forward hook, a wrapper's added later
+(FSDP2's) or a probe's on one chosen layer, behave as without the compiler, on every supported torch.
+Dynamo traces only our own function and the forward it calls, never ``nn.Module._call_impl``: how
+torch treats that frame differs between releases (2.13 skips it and compiles ``forward``; 2.6 to
+2.12 wrap a copy of it in ``external_utils.wrap_inline``, one code object for every such copy, and
+trace the hooks into the graph, guarding on empty hook dicts).
 """
 
 from __future__ import annotations
 
+import functools
+import types
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,32 +69,79 @@ def find_repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return []
 
 
-def compile_region(region: torch.nn.Module, **kwargs: object) -> Any:
-    """``torch.compile`` of the region's own call (hooks included), as ``Module.compile()`` does;
-    the caller installs it with :func:`sagemaker_tc._internals.set_compiled_call`."""
-    import torch
+INSTANCE_FORWARD = "_sagemaker_tc_instance_forward"
+"""Where :func:`call_with_forward` keeps a module's own instance ``forward`` (one a wrapper such as
+accelerate's mixed precision put on the module object) while the plan's forward stands in for it."""
 
-    return torch.compile(_internals.uncompiled_call(region), **kwargs)
+
+def plan_forward(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """What every compile plan compiles: ``module``'s own forward, without its hooks.
+
+    That is the forward a wrapper installed on the module object, if any (kept under
+    :data:`INSTANCE_FORWARD` by :func:`call_with_forward`), else the class's ``forward``. Called
+    uncompiled, it is also the eager rerun of a failed compiled call. The module is an argument, not
+    a constant: one compiled function serves every block a plan compiles (dynamo guards on the
+    module's class and treats its parameters as inputs), so the blocks of one class share a graph.
+    """
+    own = getattr(module, INSTANCE_FORWARD, None)
+    if own is not None:
+        return own(*args, **kwargs)
+    return type(module).forward(module, *args, **kwargs)
+
+
+def call_with_forward(module: torch.nn.Module, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run ``module``'s own call (``nn.Module._call_impl``: every forward pre-hook and hook, global
+    and the module's, FSDP2's among them, eagerly and once) with ``forward(module, *args, **kwargs)``
+    standing in for ``module.forward`` for this call only.
+
+    An instance ``forward`` the module had is kept under :data:`INSTANCE_FORWARD` for
+    :func:`plan_forward` and put back afterwards; a later wrapper's is picked up at its next call.
+    """
+    namespace = vars(module)
+    own = namespace.get("forward")
+    if own is not None and namespace.get(INSTANCE_FORWARD) is not own:
+        namespace[INSTANCE_FORWARD] = own
+    elif own is None and INSTANCE_FORWARD in namespace:
+        del namespace[INSTANCE_FORWARD]
+    namespace["forward"] = functools.partial(forward, module)
+    try:
+        return _internals.uncompiled_call(module)(*args, **kwargs)
+    finally:
+        if own is not None:
+            namespace["forward"] = own
+        else:
+            namespace.pop("forward", None)
+
+
+def forward_slot(module: torch.nn.Module, function: Callable[..., Any]) -> Callable[..., Any]:
+    """What a module's compiled-call slot holds to run the module with ``function`` (a
+    :func:`compile_plan_call` result) as its forward and no fallback (the batch-size finder's tries)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return call_with_forward(module, function, args, kwargs)
+
+    return call
 
 
 def compile_plan_call(tag: str, recompile_limit: int, **kwargs: object) -> Any:
-    """``torch.compile`` of ``nn.Module``'s own call, unbound (called as ``fn(module, *args,
-    **kwargs)``), with a recompile budget of its own: one compiled function serves every module a
-    plan compiles (a block graph is shared by every block whose guards pass), and its compiles count
-    against ``recompile_limit`` alone, never against another plan's.
+    """``torch.compile`` of a copy of :func:`plan_forward` with a code object of its own, named
+    ``plan_forward__<tag>`` (called as ``fn(module, *args, **kwargs)``; install it with
+    :func:`call_with_forward`, which runs the module's hooks eagerly around it).
 
-    Where ``torch.compile`` takes ``isolate_recompiles`` (torch 2.13) the budget is that call's;
-    else the function is a copy of ``Module._call_impl`` with a code object of its own (named after
-    ``tag``), and the caller must raise dynamo's global ``recompile_limit`` to ``recompile_limit``
-    (:func:`sagemaker_tc._internals.own_budget_call`).
+    Dynamo keeps compiled code, and counts recompiles, per code object: each plan variant's copy has
+    its own cache and budget, so one plan's graphs never make another's run eagerly, on every torch
+    release. Where ``torch.compile`` takes ``isolate_recompiles`` (torch 2.13) the budget is
+    ``recompile_limit`` exactly; before that dynamo's per-code-object ``recompile_limit`` is global,
+    and the caller raises it to the largest plan budget
+    (:meth:`sagemaker_tc.compiler.dynamo.DynamoLimits.make_room_for`).
     """
     import torch
 
+    code = plan_forward.__code__.replace(co_name=f"plan_forward__{tag}")
+    function = types.FunctionType(code, plan_forward.__globals__, code.co_name, plan_forward.__defaults__)
     if _internals.isolates_recompiles():
-        return torch.compile(
-            _internals.module_call_function(), recompile_limit=recompile_limit, isolate_recompiles=True, **kwargs
-        )
-    return torch.compile(_internals.module_call_function(copy_tag=tag), **kwargs)
+        return torch.compile(function, recompile_limit=recompile_limit, isolate_recompiles=True, **kwargs)
+    return torch.compile(function, **kwargs)
 
 
 def compile_kwargs(config: TrainingCompilerConfig) -> dict[str, object]:

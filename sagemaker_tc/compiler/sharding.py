@@ -4,9 +4,10 @@ and the report's ``distributed`` section.
 The order (torchtitan's; measured equal to unsharded training, ``tests/test_fsdp2.py``): activation
 checkpointing (if asked), then the per-block compile in place (``compile_model``, or the ``Trainer``
 callback), then ``fully_shard`` on each block, then on the root. A plan compiles a module in place
-(its compiled-call slot, :mod:`.plans`), so the compiled call is the module's own ``_call_impl``
-with the hooks ``fully_shard`` adds: FSDP2's all-gathers and reduce-scatters fire around each
-compiled block as they do eagerly (the tests count the all-gathers per step, compiled vs eager). A
+(its compiled-call slot, :mod:`.plans`): the module's own call runs eagerly with the hooks
+``fully_shard`` adds, and only its forward is compiled (:mod:`.regions`), so FSDP2's all-gathers and
+reduce-scatters fire around each compiled block as they do eagerly, on every supported torch (the
+tests count the all-gathers per step, compiled vs eager). A
 model sharded before ``compile_model`` still trains the same; the call warns
 (:class:`~sagemaker_tc.errors.ShardingOrderWarning`) because the documented order is the one
 measured. The ``Trainer`` shards the model (accelerate's ``fully_shard``) before the callback's
