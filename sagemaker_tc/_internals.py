@@ -234,6 +234,29 @@ def isolates_recompiles() -> bool:
     return "isolate_recompiles" in parameters and "recompile_limit" in parameters
 
 
+class RecompileLimitCall:
+    """``function`` called with dynamo's per-code-object recompile limit (:func:`recompile_limit`) set to
+    ``limit`` for the call and put back after it: a compiled function's budget of its own on torch
+    releases whose ``torch.compile`` cannot isolate one (2.6 to 2.12). Dynamo reads the limit when it
+    decides whether a frame may compile again, inside the call; the setting costs about 5 us a call.
+    """
+
+    def __init__(self, function: Callable[..., Any], limit: int) -> None:
+        import torch._dynamo.config as dynamo_config
+
+        self.function, self.limit = function, limit
+        self._config, self._name = dynamo_config, _recompile_limit_name()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        config, name = self._config, self._name
+        previous = getattr(config, name)
+        setattr(config, name, self.limit)
+        try:
+            return self.function(*args, **kwargs)
+        finally:
+            setattr(config, name, previous)
+
+
 # -- torch: cudagraph trees' error text ----------------------------------------------------------------------
 _CUDAGRAPH_OVERWRITTEN = "output of CUDAGraphs that has been overwritten"
 """Cudagraph trees' error for a read of an output a later replay overwrote: "accessing tensor output

@@ -157,6 +157,23 @@ class CompilerError(SagemakerTCError, RuntimeError):
     to eager. The original compiler exception is the ``__cause__``."""
 
 
+class CompiledBackwardError(SagemakerTCError, RuntimeError):
+    """A compile plan's compiled backward failed in ``loss.backward()`` (a kernel error, out of memory,
+    a gradient-checkpoint recompute), where no eager rerun of the same call is possible. The plan has
+    ended for the job (the compile history records it, so the next job's ``plan="auto"`` skips it) and
+    the step's gradients are incomplete. A ``Trainer`` job zeroes them and reruns the step on the next
+    safer plan; a plain loop gets this error.
+
+    Attributes:
+        plan: the plan whose backward failed.
+        stepped_back_to: the plan the job runs from now on (``"eager"`` when none is left).
+    The original exception is the ``__cause__``."""
+
+    def __init__(self, message: str, plan: str, stepped_back_to: str) -> None:
+        self.plan, self.stepped_back_to = plan, stepped_back_to
+        super().__init__(message)
+
+
 class GlooAveragingError(SagemakerTCError, RuntimeError):
     """FSDP2 (``fully_shard``) on a gloo process group with a torch whose gloo ``reduce_scatter`` sums
     where ``ReduceOp.AVG`` was asked (pytorch#162338): gradients would come out multiplied by the world

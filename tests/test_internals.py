@@ -181,6 +181,10 @@ def _recompile_budget_internals():
     _internals.set_accumulated_recompile_limit(limit)
     isolates = _internals.isolates_recompiles()  # torch.compile's own arguments: there in 2.13
     assert isolates is True if torch.__version__.startswith("2.13.") else isinstance(isolates, bool)
+    seen = []
+    call = _internals.RecompileLimitCall(lambda: seen.append(_internals.recompile_limit()) or "ran", 3)
+    before = _internals.recompile_limit()
+    assert call() == "ran" and seen == [3] and _internals.recompile_limit() == before
 
 
 def _error_and_scheduler_internals():

@@ -189,12 +189,10 @@ class _RecompileLimitHandler(logging.Handler):
 class DynamoLimits:
     """Dynamo's process-wide recompile limits, raised for one session and put back by :meth:`restore`.
 
-    Each compile plan compiles within a budget of its own (``torch.compile(recompile_limit=...,
-    isolate_recompiles=True)`` on torch 2.13, :func:`sagemaker_tc.compiler.regions.compile_plan_call`);
-    the global limits must still hold them: the accumulated limit (a cap on any one code object's
-    compiles over every budget) always, and, where ``torch.compile`` cannot isolate a budget (torch
-    before 2.13), the per-code-object limit, which each plan variant's own copy of the compiled
-    function then spends alone (the largest plan budget bounds them all).
+    Each compile plan variant compiles within a budget of its own
+    (:func:`sagemaker_tc.compiler.regions.compile_plan_call`: ``torch.compile(recompile_limit=...,
+    isolate_recompiles=True)`` on torch 2.13, the limit set for each call before); the accumulated
+    limit, a cap on any one code object's compiles over every budget, must still hold them all.
     """
 
     ACCUMULATED_HEADROOM = 256
@@ -212,14 +210,12 @@ class DynamoLimits:
 
     def make_room_for(self, budgets: Mapping[str, int]) -> None:
         """Room for each plan's budget (``{plan: compiles}``; three variants each: dynamic, static,
-        captured) in the accumulated limit and, before torch 2.13, in the per-code-object limit."""
+        captured) in the accumulated limit."""
         wanted = sum(budgets.values()) * 3 + self.ACCUMULATED_HEADROOM
         current = _internals.accumulated_recompile_limit()
         if wanted > current:
             self._before.setdefault("accumulated_recompile_limit", current)
             _internals.set_accumulated_recompile_limit(wanted)
-        if not _internals.isolates_recompiles():
-            self.raise_recompile_limit(max(budgets.values()))
 
     def restore(self) -> None:
         """Put every limit this object raised back as it was."""

@@ -129,11 +129,11 @@ def compile_plan_call(tag: str, recompile_limit: int, **kwargs: object) -> Any:
     :func:`call_with_forward`, which runs the module's hooks eagerly around it).
 
     Dynamo keeps compiled code, and counts recompiles, per code object: each plan variant's copy has
-    its own cache and budget, so one plan's graphs never make another's run eagerly, on every torch
-    release. Where ``torch.compile`` takes ``isolate_recompiles`` (torch 2.13) the budget is
-    ``recompile_limit`` exactly; before that dynamo's per-code-object ``recompile_limit`` is global,
-    and the caller raises it to the largest plan budget
-    (:meth:`sagemaker_tc.compiler.dynamo.DynamoLimits.make_room_for`).
+    its own cache and its own budget of ``recompile_limit`` compiles, so one plan's graphs never make
+    another's run eagerly, on every torch release. Where ``torch.compile`` takes
+    ``isolate_recompiles`` (torch 2.13) the budget is that call's; before, dynamo's limit is one
+    global setting, which each call of the variant sets to its budget for the call
+    (:class:`sagemaker_tc._internals.RecompileLimitCall`).
     """
     import torch
 
@@ -141,7 +141,7 @@ def compile_plan_call(tag: str, recompile_limit: int, **kwargs: object) -> Any:
     function = types.FunctionType(code, plan_forward.__globals__, code.co_name, plan_forward.__defaults__)
     if _internals.isolates_recompiles():
         return torch.compile(function, recompile_limit=recompile_limit, isolate_recompiles=True, **kwargs)
-    return torch.compile(function, **kwargs)
+    return _internals.RecompileLimitCall(torch.compile(function, **kwargs), recompile_limit)
 
 
 def compile_kwargs(config: TrainingCompilerConfig) -> dict[str, object]:

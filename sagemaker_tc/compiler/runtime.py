@@ -326,6 +326,16 @@ class CompilerRuntime:
             self._activate(target)
         announce(failure)
 
+    def backward_failed(self, plan: str, error: BaseException) -> str:
+        """``plan``'s compiled backward raised in ``loss.backward()`` (:mod:`.backward`): end it as
+        :meth:`plan_failed` does. Returns the plan the job runs from now on.
+
+        Raises:
+            CompilerError: under ``policy="strict"``, as :meth:`plan_failed`.
+        """
+        self.plan_failed(plan, error)
+        return self.active
+
     @property
     def failures(self) -> list[dict[str, Any]]:
         """Each plan failure: ``{"plan", "kind", "reason", "at_step", "ends", "stepped_back_to"}``."""

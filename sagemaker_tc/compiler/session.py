@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sagemaker_tc import _internals, contract
-from sagemaker_tc.compiler import history
+from sagemaker_tc.compiler import backward, history
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, dynamo_mark
 from sagemaker_tc.compiler.facts import job_facts
@@ -166,6 +166,8 @@ class CompilerSession:
             self.watch.install()
             self._undo.append(self.watch.uninstall)
             self._undo.append(_internals.compile_backward_with_forward())
+            if self.config.compiles and self.config.backend != "xla":
+                self._undo.append(backward.watch_backward(lambda: self.runtime.active, self.runtime.backward_failed))
             self._undo.append(self.limits.restore)
             if self.debug is not None:
                 self.debug.install()

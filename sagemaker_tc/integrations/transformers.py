@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sagemaker_tc.compiler import backward
+from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.session import CompilerSession
 from sagemaker_tc.integrations import trainer_resume
 from sagemaker_tc.integrations.core import prepare_model, restore_kv_cache
@@ -132,6 +134,7 @@ def install(session: CompilerSession) -> bool:
     callback = make_callback(session)
     trainer_module.DEFAULT_CALLBACKS.append(callback)
     session.add_cleanup(trainer_resume.install_train_wrapper(session, trainer_module.Trainer))
+    session.add_cleanup(backward.rerun_failed_steps(trainer_module.Trainer, lambda: process_group_size() == 1))
 
     def remove() -> None:
         if callback in trainer_module.DEFAULT_CALLBACKS:

@@ -1,0 +1,161 @@
+"""Run the job-side tests on one stack of the support matrix, in a virtual environment of its own.
+
+    python3 tests/stack_lane.py NAME [--write-results]
+
+``NAME`` is a stack of ``sagemaker_tc/sdk/support_matrix.json`` (its ``name``). The lane's environment,
+``.venv-stack-NAME``, holds the stack's torch, transformers, accelerate and peft pins with this project
+installed editable (``[runtime,bench,v3]`` extras) and pytest; it is made once and made again when the
+pins or ``pyproject.toml`` change. Any torch but the dev stack's comes from PyPI as a CUDA build of
+several GB (it runs on the CPU); pip's cache serves later installs. The environment uses this
+machine's Python, whatever the stack's image carries (the closing note of a lane says which).
+
+The lane runs :data:`LANE_TESTS`: the tests of what runs inside a job (verify for the six tiny
+architectures under every plan, the injected failures, hooks, budgets, gradient checkpointing, LoRA,
+resume, the ``Trainer`` and plain-loop integrations, the FSDP2 plain loop, the private-API wrappers).
+With ``--write-results`` it writes ``benchmarks/results/stack-NAME.json``: the versions, the counts
+(passed, failed, xfailed, skipped, errors), the failing node ids and the run's seconds. The exit code
+is pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MATRIX = REPO / "sagemaker_tc" / "sdk" / "support_matrix.json"
+RESULTS = REPO / "benchmarks" / "results"
+PACKAGES = ("torch", "transformers", "accelerate", "peft")
+LANE_TESTS = (
+    "tests/test_internals.py",
+    "tests/test_plan_call.py",
+    "tests/test_plans.py",
+    "tests/test_plan_safety.py",
+    "tests/test_fallback.py",
+    "tests/test_runtime.py",
+    "tests/test_shapes.py",
+    "tests/test_session_edges.py",
+    "tests/test_known_wrong.py",
+    "tests/test_verify.py",
+    "tests/test_compiled_training.py",
+    "tests/test_resume.py",
+    "tests/test_fsdp2.py",
+)
+"""The job-side test files every lane runs (module docstring)."""
+
+
+def stack(name: str) -> dict:
+    """The support matrix's stack called ``name``.
+
+    Raises:
+        SystemExit: no such stack (the message lists the names there are).
+    """
+    stacks = json.loads(MATRIX.read_text(encoding="utf-8"))["stacks"]
+    for entry in stacks:
+        if entry["name"] == name:
+            return entry
+    raise SystemExit(f"stack_lane: no stack {name!r} in {MATRIX.name}; there are: {[s['name'] for s in stacks]}")
+
+
+def pins(entry: dict) -> list[str]:
+    """The stack's pip requirements (``torch==2.8.0``, ...), for the packages it names."""
+    return [f"{package}=={entry[package]}" for package in PACKAGES if entry.get(package)]
+
+
+def environment(entry: dict) -> Path:
+    """The lane's virtual environment, made (or made again) when its pins or pyproject.toml changed.
+
+    Returns:
+        The environment's python.
+
+    Raises:
+        subprocess.CalledProcessError: venv or pip failed.
+    """
+    venv = REPO / f".venv-stack-{entry['name']}"
+    python = venv / "bin" / "python"
+    wanted = pins(entry)
+    stamp = hashlib.sha256(("\n".join(wanted) + (REPO / "pyproject.toml").read_text()).encode()).hexdigest()[:16]
+    marker = venv / f".installed-{stamp}"
+    if marker.exists():
+        return python
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*install, "-e", f"{REPO}[runtime,bench,v3]", *wanted, "pytest>=8"], check=True)
+    for old in venv.glob(".installed-*"):
+        old.unlink()
+    marker.touch()
+    return python
+
+
+def installed_versions(python: Path) -> dict[str, str]:
+    """The versions the lane's environment really holds (what the results file records)."""
+    code = (
+        "import importlib.metadata as m, json, sys; "
+        f"print(json.dumps({{p: m.version(p) for p in {list(PACKAGES)!r}}} | "
+        "{'python': sys.version.split()[0]}))"
+    )
+    return json.loads(subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True).stdout)
+
+
+def counts(junit: Path) -> tuple[dict[str, int], list[str]]:
+    """Passed, failed, xfailed, skipped and error counts from pytest's JUnit XML, and the failing node ids."""
+    tally = dict.fromkeys(("passed", "failed", "xfailed", "skipped", "errors"), 0)
+    failing: list[str] = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        node = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        kinds = {child.tag: child for child in case}
+        skipped = kinds.get("skipped")
+        if "failure" in kinds or "error" in kinds:
+            tally["failed" if "failure" in kinds else "errors"] += 1
+            failing.append(node)
+        elif skipped is not None:
+            tally["xfailed" if (skipped.get("type") == "pytest.xfail") else "skipped"] += 1
+        else:
+            tally["passed"] += 1
+    return tally, failing
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", help="a stack's name in sagemaker_tc/sdk/support_matrix.json")
+    parser.add_argument("--write-results", action="store_true", help="write benchmarks/results/stack-NAME.json")
+    args = parser.parse_args(argv)
+    entry = stack(args.name)
+    python = environment(entry)
+    versions = installed_versions(python)
+    print(f"stack lane {entry['name']}: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        junit = Path(folder) / "junit.xml"
+        started = time.monotonic()
+        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *LANE_TESTS]
+        code = subprocess.run(command, cwd=REPO).returncode
+        seconds = round(time.monotonic() - started, 1)
+        tally, failing = counts(junit) if junit.exists() else ({}, [])
+    if args.write_results:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        result = {
+            "stack": entry,
+            "installed": versions,
+            "host": {"machine": platform.machine(), "cpus": "2-core CPU, no GPU"},
+            "tests": list(LANE_TESTS),
+            "counts": tally,
+            "failing": failing,
+            "seconds": seconds,
+            "exit_code": code,
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        }
+        (RESULTS / f"stack-{entry['name']}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
