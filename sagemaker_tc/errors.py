@@ -52,6 +52,11 @@ class UnsupportedImageError(EstimatorArgumentError):
     """No stock DLC training image matches the requested versions, region and instance type."""
 
 
+class SupportMatrixError(SagemakerTCError, ValueError):
+    """The packaged ``sagemaker_tc/sdk/support_matrix.json`` is malformed (a missing or unknown key, a
+    stack kind or status that is not accepted); the message names the stack and what is accepted."""
+
+
 class SourceLinkError(EstimatorArgumentError):
     """A symbolic link in ``source_dir`` cannot be shipped: it resolves outside ``source_dir`` (and the
     estimator was not given ``allow_symlinks_outside_source_dir=True``), points to nothing, or loops."""

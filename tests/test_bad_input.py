@@ -224,7 +224,12 @@ def test_full_versions_are_accepted(make):
     ],
 )
 def test_smtc_versions_get_the_list_of_what_is_supported(make, versions, message):
-    estimator = make(**{**CLOUD, "image_uri": None}, py_version="py38", **versions)
+    """SMTC's versions: with the compiler on they are refused when built (below the floor, or no tested
+    stack); with it off, the image lookup lists the DLCs that exist."""
+    with pytest.raises(UnsupportedImageError, match=r"needs PyTorch >= 2.6|matches no tested sagemaker-tc stack"):
+        make(**{**CLOUD, "image_uri": None}, py_version="py38", **versions)
+    off = {**CLOUD, "image_uri": None, "compiler_config": TrainingCompilerConfig(enabled=False)}
+    estimator = make(**off, py_version="py38", **versions)
     with pytest.raises(UnsupportedImageError, match=message) as raised:
         estimator.training_image_uri("us-east-1")
     text = str(raised.value)

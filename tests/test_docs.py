@@ -148,7 +148,13 @@ def test_supported_matrix_comes_from_the_data():
             assert f"| `{entry['transformers_version']}` | `{entry['pytorch_version']}` |" in images
         assert f"`{entry['name']}`" in generator.container_matrix()
     assert "`1.13`" not in images  # below the runtime's PyTorch minimum
-    assert "| torch |" in generator.tested_versions()
+    from sagemaker_tc.sdk.support import support_matrix
+
+    tested = generator.tested_versions()
+    assert "| torch |" in tested and "| status |" in tested
+    for stack in support_matrix().stacks:
+        assert f"`{stack.name}`" in tested and f"| {stack.torch} |" in tested and f"| {stack.status} |" in tested
+    assert f"The floor is PyTorch {support_matrix().floor.torch}: " in tested
 
 
 def test_known_wrong_plans_come_from_the_table():

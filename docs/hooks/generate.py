@@ -5,8 +5,9 @@ marker is replaced by the output of ``SECTIONS[NAME]()``. The sources are the py
 ``sagemaker_tc.config.TrainingCompilerConfig``, the instance-family table
 ``sagemaker_tc/sdk/instance_families.json``, sagemaker-core's DLC image tables as
 ``sagemaker_tc.sdk.images`` reads them, ``containers/matrix.json``, the known-wrong plan table
-``sagemaker_tc.compiler.known_wrong.KNOWN_WRONG``, and the installed packages, so
-the reference cannot drift from the code. ``tests/test_docs.py`` checks the same functions.
+``sagemaker_tc.compiler.known_wrong.KNOWN_WRONG`` and the support matrix
+``sagemaker_tc/sdk/support_matrix.json``, so the reference cannot drift from the code.
+``tests/test_docs.py`` checks the same functions.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import re
 import sys
 import types
 import typing
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -175,19 +175,22 @@ def container_matrix() -> str:
     return "\n".join(rows)
 
 
-TESTED_PACKAGES = ("torch", "transformers", "accelerate", "sagemaker-training", "sagemaker-core", "sagemaker-mlops")
-
-
 def tested_versions() -> str:
-    """The versions this build's environment has: CI builds the docs in the environment the tests run in."""
-    import platform
+    """The support matrix (``sagemaker_tc/sdk/support_matrix.json``): one row per stack, then the floor."""
+    from sagemaker_tc.sdk.support import support_matrix
 
-    rows = ["| package | version |", "| --- | --- |", f"| Python | {platform.python_version()} |"]
-    for name in TESTED_PACKAGES:
-        try:
-            rows.append(f"| {name} | {metadata.version(name)} |")
-        except metadata.PackageNotFoundError:
-            rows.append(f"| {name} | not installed |")
+    matrix = support_matrix()
+    rows = [
+        "| stack | kind | Python | torch | transformers | accelerate | peft | lane | status |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for stack in matrix.stacks:
+        name = f"`{stack.name}` (default)" if stack.default else f"`{stack.name}`"
+        cells = [stack.python, stack.torch, stack.transformers, stack.accelerate, stack.peft]
+        versions = " | ".join(value or "not recorded" for value in cells)
+        rows.append(f"| {name} | {stack.kind} | {versions} | `{stack.lane}` | {stack.status} |")
+    floor = matrix.floor
+    rows += ["", f"The floor is PyTorch {floor.torch}: {_cell(floor.reason)}."]
     return "\n".join(rows)
 
 

@@ -22,7 +22,7 @@ from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEF
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.estimator_cloud import CloudJobMethods
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
-from sagemaker_tc.sdk.images import check_processor, training_image
+from sagemaker_tc.sdk.images import check_processor, check_tested_stack, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
 from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
@@ -73,7 +73,9 @@ class _FrameworkEstimator(CloudJobMethods):
         SourceNotFoundError, SourceLinkError: the code to ship is missing, or a link in it is refused.
         HyperparameterError: a name or value the SageMaker toolkit would not pass to the script as given.
         UnsupportedInstanceTypeError: an unknown instance type, or more than 8 ``local_process`` hosts.
-        UnsupportedImageError: a CPU instance type for a framework with GPU-only images.
+        UnsupportedImageError: a CPU instance type for a framework with GPU-only images; with the
+            compiler on and no ``image_uri`` (a job on a stock DLC), versions below PyTorch 2.6 or
+            versions that match no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`).
         ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig``.
     """
 
@@ -133,6 +135,8 @@ class _FrameworkEstimator(CloudJobMethods):
         arguments.check_backend(
             self.compiler_config, self._kind, self._checked_instance_type, default_image=image_uri is None
         )
+        if image_uri is None and self.compiler_enabled and self._kind is not InstanceKind.LOCAL_PROCESS:
+            self._check_tested_stack()  # a job on a stock DLC: its versions must be a tested stack
         arguments.check_entry_point_language(self.source, entry_point, self.compiler_enabled)
         self._distribution_hyperparameters = distribution_hyperparameters(distribution)
         self.distribution = distribution
@@ -180,6 +184,10 @@ class _FrameworkEstimator(CloudJobMethods):
     def _versions(self) -> dict[str, str | None]:
         """The framework's version arguments by name (each framework class defines them)."""
         return {}
+
+    def _check_tested_stack(self) -> None:
+        """Refuse versions whose stock DLC matches no tested stack (each framework class names its versions)."""
+        raise NotImplementedError(f"{type(self).__name__} names no framework versions")
 
     @property
     def is_cloud(self) -> bool:
@@ -351,6 +359,15 @@ class HuggingFace(_FrameworkEstimator):
     def _versions(self) -> dict[str, str | None]:
         return {"transformers_version": self.transformers_version, "pytorch_version": self.pytorch_version}
 
+    def _check_tested_stack(self) -> None:
+        check_tested_stack(
+            framework="huggingface",
+            estimator=type(self).__name__,
+            pytorch_argument="pytorch_version",
+            pytorch_version=self.pytorch_version,
+            transformers_version=self.transformers_version,
+        )
+
     def _image_uri(self, region: str) -> str:
         return training_image(
             framework="huggingface",
@@ -384,6 +401,14 @@ class PyTorch(_FrameworkEstimator):
 
     def _versions(self) -> dict[str, str | None]:
         return {"framework_version": self.framework_version}
+
+    def _check_tested_stack(self) -> None:
+        check_tested_stack(
+            framework="pytorch",
+            estimator=type(self).__name__,
+            pytorch_argument="framework_version",
+            pytorch_version=self.framework_version,
+        )
 
     def _image_uri(self, region: str) -> str:
         return training_image(

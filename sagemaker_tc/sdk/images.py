@@ -7,7 +7,10 @@ The tables are sagemaker-core's (``sagemaker.core.image_uris.config_for_framewor
 lists versions, short aliases (``"2.8"`` -> ``"2.8.0"``), Python versions and processors. A full
 version the table does not list (``"4.56.0"`` when the DLC carries 4.56.2) resolves to the image of
 its major.minor alias, with a log line naming the version the image carries. Errors list only what
-sagemaker-tc supports: images with PyTorch >= 2.6.
+sagemaker-tc supports: images with PyTorch >= 2.6 (the floor in ``support_matrix.json``).
+
+With the compiler on, a stock DLC must also match a *tested* stack of the support matrix
+(:func:`check_tested_stack`, :mod:`sagemaker_tc.sdk.support`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from typing import Any
 
 from sagemaker_tc.errors import UnsupportedImageError
 from sagemaker_tc.sdk.instances import InstanceKind
+from sagemaker_tc.sdk.support import support_matrix
 
 logger = logging.getLogger(__name__)
 
 _UPGRADE_HINT_RE = re.compile(r"You may need to upgrade your SDK version \(pip install -U sagemaker\)[^.]*\.\s*")
-# torch.compile with TorchInductor as this runtime uses it needs PyTorch 2.x; the runtime asks for >= 2.6.
-MIN_PYTORCH = (2, 6)
+# The support matrix's floor (support_matrix.json, with its reason): the oldest PyTorch the runtime runs on.
+MIN_PYTORCH = support_matrix().floor.version
 _MIN_TEXT = ".".join(map(str, MIN_PYTORCH))
 _PYTORCH_PREFIX = "pytorch"  # Hugging Face tables key each version's PyTorch base as "pytorch<version>"
 
@@ -196,6 +200,56 @@ def training_image(
         ) from None
 
 
+def _untested(what: str, *, override: str = "pass image_uri= with an image you have tested") -> UnsupportedImageError:
+    """The refusal of a stock DLC that matches no tested stack: what was asked, and the tested stacks."""
+    tested = sorted(support_matrix().tested(), key=lambda stack: not stack.default)
+    listed = ", ".join(f"{stack.describe()} ({stack.name})" for stack in tested)
+    return UnsupportedImageError(
+        f"{what} matches no tested sagemaker-tc stack (torch and transformers compared by major.minor); "
+        f"tested: {listed}. Use a tested stack, {override}, or turn the compiler off with "
+        "TrainingCompilerConfig(enabled=False) (docs/supported.md, 'Tested versions')"
+    )
+
+
+def check_tested_stack(
+    *,
+    framework: str,
+    estimator: str,
+    pytorch_argument: str,
+    pytorch_version: str | None,
+    transformers_version: str | None = None,
+) -> None:
+    """Refuse, when an estimator with the compiler on and no ``image_uri`` is built, a stock DLC whose
+    torch (and, for Hugging Face, transformers) matches no stack of the support matrix whose status is
+    ``"tested"``. Missing versions are left to :func:`training_image`, which refuses them at ``fit()``.
+
+    Args:
+        framework: ``"pytorch"`` (torch compared) or ``"huggingface"`` (torch and transformers).
+        estimator: the estimator's class name, for the message.
+        pytorch_argument: the torch version's argument name (``framework_version``, ``pytorch_version``).
+        pytorch_version: as given, e.g. ``"2.8"`` or ``"2.8.0"``.
+        transformers_version: Hugging Face only, as given.
+
+    Raises:
+        UnsupportedImageError: torch below the floor (PyTorch 2.6), a version that is not a version
+            number, or versions that match no tested stack; the message names the versions asked for
+            and lists the tested stacks.
+    """
+    if not pytorch_version or (framework == "huggingface" and not transformers_version):
+        return
+    _check_pytorch(pytorch_version, pytorch_argument)  # the floor first: its message says why
+    asked = f"{pytorch_argument}={pytorch_version!r}"
+    if transformers_version is not None:
+        _version_tuple(transformers_version)
+        asked = f"transformers_version={transformers_version!r}, {asked}"
+    try:
+        match = support_matrix().tested_match(torch=pytorch_version, transformers=transformers_version)
+    except ValueError as error:
+        raise UnsupportedImageError(f"{estimator}({asked}): {error}") from None
+    if match is None:
+        raise _untested(f"{estimator}({asked})")
+
+
 def check_processor(framework: str, estimator: str, instance_type: str, kind: InstanceKind) -> None:
     """Refuse, at construction, a CPU job whose framework has no CPU training image (the stock
     Hugging Face DLCs are GPU-only), instead of failing at ``fit()``. Call it only without ``image_uri``.
@@ -224,6 +278,7 @@ _ECR_IMAGE_RE = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/(?P<repository>[a-z0-9._/-]+):(?P<tag>[^@\s]+)$"
 )
 _TAG_VERSION_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)")
+_TAG_TRANSFORMERS_RE = re.compile(r"-transformers(?P<major>\d+)\.(?P<minor>\d+)")  # Hugging Face DLC tags
 _NOT_PYTORCH = ("tensorflow", "mxnet")
 _DLC_TABLES = ("pytorch", "huggingface", "tensorflow", "pytorch-training-compiler", "huggingface-training-compiler")
 
@@ -247,11 +302,14 @@ def dlc_accounts() -> frozenset[str]:
 def check_training_image(uri: Any) -> None:
     """Refuse a training image we can tell cannot run the compiler: an AWS Deep Learning Container
     (one of the accounts in sagemaker-core's tables) whose repository is TensorFlow or MXNet, or whose
-    tag starts with a PyTorch version below 2.6 (SMTC's ``*-trcomp-training`` images among them).
-    Other images (your own, a pipeline parameter) are accepted as they are.
+    tag starts with a PyTorch version below 2.6 (SMTC's ``*-trcomp-training`` images among them), or
+    whose tag's torch (and a Hugging Face tag's transformers) matches no tested stack of the support
+    matrix. Other images (your own, a pipeline parameter) are accepted as they are. Called only with
+    the compiler on.
 
     Raises:
-        UnsupportedImageError: the image is one of those; the message names a current one.
+        UnsupportedImageError: the image is one of those; the message names a current one, or lists
+            the tested stacks.
     """
     match = _ECR_IMAGE_RE.match(uri) if isinstance(uri, str) else None
     if match is None or match.group("account") not in dlc_accounts():
@@ -266,8 +324,16 @@ def check_training_image(uri: Any) -> None:
             f"training_image {uri!r} is not a PyTorch image: sagemaker-tc compiles PyTorch; {hint}"
         )
     version = _TAG_VERSION_RE.match(match.group("tag"))
-    if "pytorch" in repository and version and (int(version["major"]), int(version["minor"])) < MIN_PYTORCH:
+    if "pytorch" not in repository or version is None:
+        return
+    torch = f"{version['major']}.{version['minor']}"
+    if (int(version["major"]), int(version["minor"])) < MIN_PYTORCH:
         raise UnsupportedImageError(
-            f"training_image {uri!r} carries PyTorch {version['major']}.{version['minor']}: sagemaker-tc compiles with "
+            f"training_image {uri!r} carries PyTorch {torch}: sagemaker-tc compiles with "
             f"TorchInductor and needs PyTorch >= {_MIN_TEXT}; {hint}"
         )
+    transformers = _TAG_TRANSFORMERS_RE.search(match.group("tag"))
+    transformers_version = f"{transformers['major']}.{transformers['minor']}" if transformers else None
+    if support_matrix().tested_match(torch=torch, transformers=transformers_version) is None:
+        what = f"torch {torch}" if transformers is None else f"transformers {transformers_version} / torch {torch}"
+        raise _untested(f"training_image {uri!r} ({what})", override="use your own image as training_image")

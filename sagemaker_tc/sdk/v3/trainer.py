@@ -70,7 +70,8 @@ class ModelTrainer(_SdkModelTrainer):
             ``training_image``; an argument of the wrong type (sagemaker-train's own validation,
             one line per argument; also with the compiler off).
         UnsupportedImageError: a ``training_image`` that is an AWS Deep Learning Container without
-            PyTorch >= 2.6 (an SMTC image, a TensorFlow image, PyTorch 1.x).
+            PyTorch >= 2.6 (an SMTC image, a TensorFlow image, PyTorch 1.x), or one whose tag's torch
+            (and transformers) matches no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`).
         UnsupportedInstanceTypeError: see :func:`~sagemaker_tc.sdk.v3.checks.check_compute`.
         EstimatorArgumentError: an environment variable (a reserved name included) or local
             ``cache`` the estimators refuse; a ``StoppingCondition`` over SageMaker's 28 days.

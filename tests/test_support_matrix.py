@@ -1,0 +1,149 @@
+"""The support matrix (sagemaker_tc/sdk/support_matrix.json): its data, the dev stack against this
+environment, and the build-time refusal of a stock DLC that matches no tested stack."""
+
+import json
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import boto3
+import pytest
+
+from sagemaker_tc import HuggingFace, ModelTrainer, PyTorch, TrainingCompilerConfig, UnsupportedImageError
+from sagemaker_tc.errors import SupportMatrixError
+from sagemaker_tc.sdk import images
+from sagemaker_tc.sdk.support import major_minor, parse_matrix, support_matrix
+
+REPO = Path(__file__).resolve().parents[1]
+MATRIX_JSON = REPO / "sagemaker_tc" / "sdk" / "support_matrix.json"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+CLOUD = {"instance_type": "ml.g5.2xlarge", "role": ROLE, "output_path": "s3://tc-bucket/jobs", "py_version": "py312"}
+TESTED_TEXT = "tested: transformers 4.56.2 / torch 2.8.0 (hf-4.56-pt2.8), transformers 5.24.0 / torch 2.13.0 (dev)"
+DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+
+
+def test_the_matrix_reads_and_marks_its_lanes():
+    """Every stack parses; the default is the HF 4.56 / PyTorch 2.8 DLC; only make test's stacks are tested."""
+    matrix = support_matrix()
+    assert matrix.default().name == "hf-4.56-pt2.8"
+    assert [stack.name for stack in matrix.tested()] == ["dev", "hf-4.56-pt2.8"]
+    for stack in matrix.stacks:
+        assert (stack.lane == "make test") == stack.tested, stack.name
+        if stack.kind == "huggingface-dlc":
+            assert stack.accelerate and stack.peft and stack.source, stack.name
+    assert images.MIN_PYTORCH == (2, 6) == matrix.floor.version and matrix.floor.reason
+
+
+def test_the_dev_stack_is_this_environment():
+    """constraints.txt's torch pin is the dev stack's torch; in that environment (make test's venv) the
+    installed torch, transformers, accelerate, peft and Python are the dev stack's."""
+    dev = support_matrix().stack("dev")
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (REPO / "constraints.txt").read_text(), re.MULTILINE))
+    assert pins["torch"] == dev.torch
+    if metadata.version("torch").split("+")[0] != dev.torch:
+        pytest.skip("another stack's environment (make test-stacks): the dev pins are checked above")
+    installed = {name: metadata.version(name) for name in ("transformers", "accelerate", "peft")}
+    assert installed == {"transformers": dev.transformers, "accelerate": dev.accelerate, "peft": dev.peft}
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" == dev.python
+
+
+def test_a_malformed_matrix_is_named():
+    data = json.loads(MATRIX_JSON.read_text())
+    data["stacks"][0]["tpu"] = "v5"
+    with pytest.raises(SupportMatrixError, match=r"stack 'dev': unknown keys \['tpu'\]"):
+        parse_matrix(data)
+    data["stacks"][0].pop("tpu")
+    data["stacks"][0]["status"] = "green"
+    with pytest.raises(SupportMatrixError, match="accepted kinds: .*statuses: tested, untested"):
+        parse_matrix(data)
+    assert major_minor("2.13.0+cpu") == (2, 13)
+
+
+@pytest.mark.parametrize(
+    ("cls", "versions"),
+    [
+        (HuggingFace, {"transformers_version": "4.56", "pytorch_version": "2.8"}),
+        (HuggingFace, {"transformers_version": "4.56.0", "pytorch_version": "2.8.0"}),
+        (PyTorch, {"framework_version": "2.8"}),
+    ],
+)
+def test_a_tested_stack_builds(make, cls, versions):
+    estimator = make(cls, **CLOUD, **versions)
+    assert estimator.compiler_enabled and "2.8" in estimator.training_image_uri("us-east-1")
+
+
+@pytest.mark.parametrize(
+    ("cls", "versions", "asked"),
+    [
+        (HuggingFace, {"transformers_version": "4.55", "pytorch_version": "2.7"}, "transformers_version='4.55'"),
+        (HuggingFace, {"transformers_version": "5.3", "pytorch_version": "2.9"}, "pytorch_version='2.9'"),
+        (PyTorch, {"framework_version": "2.9"}, "framework_version='2.9'"),
+        (PyTorch, {"framework_version": "2.6"}, "framework_version='2.6'"),
+    ],
+)
+def test_an_untested_stack_is_refused_when_built(make, cls, versions, asked):
+    """A DLC that resolves (checked with the compiler off) but matches no tested stack is refused with
+    the compiler on, naming what was asked and the tested stacks; compiler off builds and resolves it."""
+    off = make(cls, **CLOUD, **versions, compiler_config=TrainingCompilerConfig(enabled=False))
+    assert off.training_image_uri("us-east-1")  # a real, resolvable DLC
+    with pytest.raises(UnsupportedImageError) as raised:
+        make(cls, **CLOUD, **versions)
+    text = str(raised.value)
+    assert f"{cls.__name__}(" in text and asked in text and "matches no tested sagemaker-tc stack" in text
+    assert TESTED_TEXT in text and "TrainingCompilerConfig(enabled=False)" in text
+
+
+def test_what_runs_no_stock_dlc_is_not_refused(make):
+    """Your own image and local_process (this host's Python) are not checked against the matrix."""
+    mine = {**CLOUD, "image_uri": "123.dkr.ecr.us-east-1.amazonaws.com/mine:1"}
+    assert make(PyTorch, **mine, framework_version="2.9").image_uri
+    assert make(PyTorch, framework_version="2.9", py_version="py312").compiler_enabled  # local_process
+
+
+def test_below_the_floor_says_so_when_built(make):
+    with pytest.raises(UnsupportedImageError, match=r"framework_version='2.5': .*needs PyTorch >= 2.6"):
+        make(PyTorch, **CLOUD, framework_version="2.5")
+
+
+@pytest.mark.parametrize(
+    ("image", "refused"),
+    [
+        ("pytorch-training:2.8-gpu-py312", False),
+        ("huggingface-pytorch-training:2.8.0-transformers4.56.2-gpu-py312-cu129-ubuntu22.04", False),
+        ("pytorch-training:2.9.0-gpu-py312-cu130-ubuntu22.04-sagemaker", True),
+        ("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04", True),
+        ("huggingface-pytorch-training:2.8.0-transformers5.3.0-gpu-py312", True),
+    ],
+)
+def test_modeltrainer_checks_a_stock_dlc_against_the_matrix(image, refused):
+    if refused:
+        with pytest.raises(UnsupportedImageError, match=re.escape(TESTED_TEXT)):
+            images.check_training_image(DLC + image)
+    else:
+        images.check_training_image(DLC + image)
+
+
+def modeltrainer(source_dir, compiler_config, image):
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.core.training.configs import Compute, OutputDataConfig, SourceCode
+
+    return ModelTrainer(
+        training_image=DLC + image,
+        source_code=SourceCode(source_dir=str(source_dir), entry_script="echo.py"),
+        compute=Compute(instance_type="ml.g5.2xlarge", instance_count=1),
+        role=ROLE,
+        output_data_config=OutputDataConfig(s3_output_path="s3://tc-v3-bucket/jobs"),
+        sagemaker_session=Session(boto_session=boto3.Session(region_name="us-east-1"), default_bucket="tc-v3-bucket"),
+        compiler_config=compiler_config,
+    )
+
+
+def test_modeltrainer_refuses_an_untested_dlc_unless_the_compiler_is_off(aws, monkeypatch, source_dir):
+    boto3.client("s3").create_bucket(Bucket="tc-v3-bucket")
+    monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")  # moto has no SimulatePrincipalPolicy
+    untested = "pytorch-training:2.9-gpu-py312"
+    with pytest.raises(UnsupportedImageError, match=r"training_image .*2\.9.* \(torch 2\.9\) matches no tested"):
+        modeltrainer(source_dir, TrainingCompilerConfig(), untested)
+    assert not modeltrainer(source_dir, TrainingCompilerConfig(enabled=False), untested).compiler_enabled
+    assert modeltrainer(source_dir, TrainingCompilerConfig(), "pytorch-training:2.8-gpu-py312").compiler_enabled
