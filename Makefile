@@ -9,7 +9,13 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check -c const
 XLA_VENV ?= .venv-xla
 XLA_PY := $(XLA_VENV)/bin/python
 
-.PHONY: demo test test-xla lint docs strip-notebooks gpu-carry clean
+# The job-side tests on other stacks of sagemaker_tc/sdk/support_matrix.json (tests/stack_lane.py): the
+# default Hugging Face DLC stack runs in `make test`; `make test-stacks` runs every other one and writes
+# benchmarks/results/stack-NAME.json. Each stack has its own .venv-stack-NAME (torch from PyPI, several GB).
+DLC_STACK ?= hf-4.56-pt2.8
+OTHER_STACKS ?= hf-4.55-pt2.7 hf-5.3-pt2.9 pt-2.6 pt-2.10 gpu-check
+
+.PHONY: demo test test-dev test-stacks test-xla lint docs strip-notebooks gpu-carry clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +33,14 @@ $(VENV)/.dev-installed: $(VENV)/.demo-installed
 demo: $(VENV)/.demo-installed
 	$(PY) examples/sst2/run_demo.py
 
-test: $(VENV)/.dev-installed
+test: test-dev
+	$(PYTHON) tests/stack_lane.py $(DLC_STACK)
+
+test-dev: $(VENV)/.dev-installed
 	$(PY) -m pytest -q
+
+test-stacks:
+	@status=0; for stack in $(OTHER_STACKS); do $(PYTHON) tests/stack_lane.py $$stack --write-results || status=1; done; exit $$status
 
 $(XLA_VENV)/.xla-installed: pyproject.toml
 	$(PYTHON) -m venv $(XLA_VENV)
@@ -56,4 +68,4 @@ strip-notebooks: $(VENV)/.dev-installed
 	$(PY) notebooks/strip_outputs.py
 
 clean:
-	rm -rf $(VENV) $(XLA_VENV) benchmarks/.gpu-carry sagemaker-tc-output notebooks/sagemaker-tc-output notebooks/byo_loop site .pytest_cache
+	rm -rf $(VENV) $(XLA_VENV) .venv-stack-* benchmarks/.gpu-carry sagemaker-tc-output notebooks/sagemaker-tc-output notebooks/byo_loop site .pytest_cache

@@ -258,8 +258,9 @@ def test_a_failed_compiled_backward_ends_the_plan_and_the_trainer_job_completes(
 def test_gradient_checkpointing_under_regional_trains_like_eager(tmp_path, plan_backend):
     plan_backend("inductor")
     eager, _ = trainer_losses(tmp_path / "eager", None, gradient_checkpointing=True)
-    compiled, report = trainer_losses(tmp_path / "regional", TrainingCompilerConfig(plan="regional", baseline_steps=0),
-                                      gradient_checkpointing=True)
+    compiled, report = trainer_losses(
+        tmp_path / "regional", TrainingCompilerConfig(plan="regional", baseline_steps=0), gradient_checkpointing=True
+    )
     assert report["plan_decision"]["failures"] == []
     assert compiled == pytest.approx(eager, rel=1e-4)
     assert any(name.startswith("plan_forward__regional_") for name in compiled_frames())

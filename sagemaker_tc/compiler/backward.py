@@ -35,7 +35,9 @@ from sagemaker_tc.errors import CompiledBackwardError
 logger = logging.getLogger("sagemaker_tc.compiler")
 
 
-def watch_backward(active_plan: Callable[[], str], on_failure: Callable[[str, BaseException], str]) -> Callable[[], None]:
+def watch_backward(
+    active_plan: Callable[[], str], on_failure: Callable[[str, BaseException], str]
+) -> Callable[[], None]:
     """Wrap ``torch.Tensor.backward`` (module docstring) until the returned undo is called.
 
     Args:
@@ -74,8 +76,9 @@ def _ended(plan: str, error: BaseException, on_failure: Callable[[str, BaseExcep
         free_device_memory()
     target = on_failure(plan, error)
     advice = f"the job now runs {target!r}" + (
-        f"; to start there, set TrainingCompilerConfig(plan={target!r})" if target != planner.EAGER else
-        "; to train uncompiled, set TrainingCompilerConfig(enabled=False)"
+        f"; to start there, set TrainingCompilerConfig(plan={target!r})"
+        if target != planner.EAGER
+        else "; to train uncompiled, set TrainingCompilerConfig(enabled=False)"
     )
     return CompiledBackwardError(
         f"plan {plan!r} failed in its compiled backward ({error_summary(error)}). This step's gradients are "
