@@ -157,6 +157,15 @@ def add_compile_start_callback(callback: Callable[[Any], None]) -> Callable[[], 
     return remove
 
 
+def is_frame_compile(args: Any) -> bool:
+    """True when a compile start callback's ``args`` announce a dynamo frame compile; False for a
+    backward AOTAutograd compiles lazily at the first ``loss.backward()``, a Triton autotuning run or
+    a CUDA graph recording (``CallbackArgs.callback_trigger``, ``torch._dynamo.callback.CallbackTrigger``,
+    torch 2.8 to 2.13). Before 2.8 the callback gets no argument (None here): a frame compile."""
+    trigger = getattr(args, "callback_trigger", None)
+    return trigger is None or getattr(trigger, "name", "DYNAMO") == "DYNAMO"
+
+
 def compile_start_callbacks() -> list[Any]:
     """The compile start callbacks registered now (a copy; for the tests' leak check)."""
     from torch._dynamo.callback import callback_handler

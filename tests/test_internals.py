@@ -4,6 +4,7 @@ and sagemaker-core: a failure names the symbol that moved."""
 import inspect
 import logging
 import tempfile
+import types
 
 import pytest
 import torch
@@ -44,6 +45,10 @@ def _counters_records_and_callbacks():
         remove()
         remove()  # safe twice
     assert seen and hasattr(seen[0], "callback_trigger")
+    assert _internals.is_frame_compile(seen[0]) and _internals.is_frame_compile(None)
+    from torch._dynamo.callback import CallbackTrigger  # the enum is_frame_compile reads by name
+
+    assert not _internals.is_frame_compile(types.SimpleNamespace(callback_trigger=CallbackTrigger.LAZY_BACKWARD))
     records = _internals.compilation_records()
     assert records and hasattr(records[-1], "compile_id") and hasattr(records[-1], "is_forward")
     assert "unique_graphs" in _internals.dynamo_counters()["stats"]
@@ -250,9 +255,7 @@ CHECKS = {
     "sagemaker-core _SageMakerContainer._get_compose_cmd_prefix": _sagemaker_core_docker_compose_lookup,
     "sagemaker-train ModelTrainer._metric_definitions": _sagemaker_train_metric_definitions,
     "torch_xla MpDeviceLoader._loader / accelerate DataLoaderAdapter.base_dataloader": _innermost_dataloader,
-    "torch.compile(isolate_recompiles) / dynamo accumulated_recompile_limit": (
-        _recompile_budget_internals
-    ),
+    "torch.compile(isolate_recompiles) / dynamo accumulated_recompile_limit": (_recompile_budget_internals),
     "FSDP2 param groups' post_forward_mesh_info / ProcessGroupGloo._reduce_scatter_base": _fsdp2_and_gloo_internals,
     "cudagraph trees' overwritten error / torch.OutOfMemoryError / LR scheduler's _wrapped_by_lr_sched": (
         _error_and_scheduler_internals

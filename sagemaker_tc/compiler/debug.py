@@ -92,13 +92,18 @@ class DebugCapture:
 
 
 def compile_records() -> list[dict[str, Any]]:
-    """One dict per compiled frame (dynamo's compilation records; empty without torch)."""
+    """One dict per compiled frame (dynamo's compilation records; empty without torch). A frame's
+    backward compiled later in ``loss.backward()`` has a record of its own (``is_forward`` false,
+    no function or compile time: torch 2.8 writes them, 2.13 compiles the backward with its forward);
+    it is part of that frame's compilation and left out, as :func:`~.dynamo.dynamo_stats` does."""
     import sys
 
     if "torch" not in sys.modules:
         return []
     records = []
     for metric in _internals.compilation_records():
+        if not getattr(metric, "is_forward", True):
+            continue
         records.append(
             {
                 "compile_id": metric.compile_id,

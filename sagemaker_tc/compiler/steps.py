@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sagemaker_tc import _internals
+
 
 @dataclass
 class StepRecord:
@@ -81,11 +83,13 @@ class StepTimer:
         self.compiles_in_steps = 0
 
     # -- events ----------------------------------------------------------------------------------
-    def on_compile(self, *_args: object) -> None:
-        """Count one compilation (registered as a compile start callback)."""
+    def on_compile(self, *args: object) -> None:
+        """A compilation started (registered as a compile start callback): the step it starts in is
+        not a steady one. ``compiles_in_steps`` counts frame compiles only (a backward compiled
+        lazily at ``loss.backward()``, as before torch 2.10, is part of its frame's compile)."""
         with self._lock:
             self._compiles += 1
-            if self._begun_at is not None:
+            if self._begun_at is not None and _internals.is_frame_compile(args[0] if args else None):
                 self.compiles_in_steps += 1
 
     def add_step_end_callback(self, callback: Callable[[], None]) -> None:
