@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import torch
 from conftest import REPO, tiny_bert
 
@@ -76,9 +77,32 @@ def collected(tmp_path, files: set[str]) -> dict[str, bool | None]:
     return json.loads(out.read_text())
 
 
+@pytest.fixture
+def t5_regional_known_wrong(monkeypatch):
+    """The T5 entry, applying on the installed torch: in a lane outside its range (torch 2.8 trains T5
+    under regional like eager) the same entry is moved to start at the installed torch, since these
+    tests check what auto, an explicit plan and the report do with an entry, not the entry itself."""
+    import dataclasses
+
+    (entry,) = [e for e in KNOWN_WRONG if e.architecture == "t5"]
+    if not entry.applies_to(torch.__version__):
+        moved = dataclasses.replace(entry, first_seen=torch.__version__.split("+")[0], fixed_in=None)
+        monkeypatch.setattr(known_wrong, "KNOWN_WRONG", (moved,))
+        return moved
+    return entry
+
+
+def _applies_here(entry: KnownWrong) -> bool:
+    import transformers
+
+    return entry.applies_to(torch.__version__, transformers.__version__)
+
+
 def test_every_repro_is_a_strict_xfail_and_every_evidence_test_a_plain_one(tmp_path):
-    """Each KNOWN_WRONG entry's repro (and its plain-torch repro) is a strict xfail collected in make test;
-    each test the report may name as evidence exists and is expected to pass."""
+    """Each KNOWN_WRONG entry's repro (and its plain-torch repro) is collected, as a strict xfail where the
+    entry covers the installed versions and as a plain test elsewhere; each test the report may name as
+    evidence exists and is expected to pass where no entry covers it."""
+    here = [entry for entry in KNOWN_WRONG if _applies_here(entry)]
     repros = [r for entry in KNOWN_WRONG for r in (entry.repro, entry.upstream_repro) if r]
     evidence = {
         known_wrong.VERIFY_TEST.format(model=model, plan=plan): (name, plan)
@@ -87,10 +111,12 @@ def test_every_repro_is_a_strict_xfail_and_every_evidence_test_a_plain_one(tmp_p
     }
     marks = collected(tmp_path, {node.split("::")[0] for node in [*repros, *evidence]})
     assert T5_REGIONAL in repros
-    for node in repros:
-        assert marks.get(node, "missing") is True, f"{node}: not collected as a strict xfail"
+    for entry in KNOWN_WRONG:
+        for node in (r for r in (entry.repro, entry.upstream_repro) if r):
+            expected = True if entry in here else None
+            assert marks.get(node, "missing") is expected, f"{node}: not collected as {expected}"
     for node, (name, plan) in evidence.items():
-        wrong = any(name == e.architecture and plan in e.plans for e in KNOWN_WRONG)
+        wrong = any(name == e.architecture and plan in e.plans and e.feature is None for e in here)
         assert marks.get(node, "missing") is (True if wrong else None), node
 
 
@@ -122,7 +148,29 @@ def test_entries_match_by_architecture_and_torch_version_range():
     assert fixed.torch_range() == ">=2.13,<2.14"
 
 
-def test_t5_under_auto_never_tries_regional_and_the_report_says_why():
+def test_an_entry_with_a_feature_or_a_transformers_range_applies_only_there():
+    """An entry that needs gradient checkpointing marks the plan wrong only for a model training with it;
+    a transformers range limits it like the torch range."""
+    entry = KnownWrong(
+        "bert", ("regional",), "2.6", None, "a reason", "tests/x.py::test_y", feature="gradient_checkpointing"
+    )
+    model = small_bert()
+    version = torch.__version__
+    original = known_wrong.KNOWN_WRONG
+    try:
+        known_wrong.KNOWN_WRONG = (entry,)
+        assert plans_known_wrong(model, version) == {}
+        model.gradient_checkpointing_enable()
+        assert set(plans_known_wrong(model, version)) == {"regional"}
+    finally:
+        known_wrong.KNOWN_WRONG = original
+    ranged = KnownWrong("bert", ("model",), "2.6", None, "r", "tests/x.py::t", transformers=("4.56", "5.0"))
+    assert [ranged.applies_to("2.8.0", v) for v in ("4.55.0", "4.56.2", "5.3.0")] == [False, True, False]
+    assert ranged.to_dict("model")["transformers"] == ">=4.56,<5.0"
+    assert entry.to_dict("regional")["feature"] == "gradient_checkpointing"
+
+
+def test_t5_under_auto_never_tries_regional_and_the_report_says_why(t5_regional_known_wrong):
     """A plain loop under plan="auto" on a job long enough that auto tries regional first for BERT: T5's
     first trial after the eager steps is model, regional is listed as excluded with its reason and repro."""
     import sagemaker_tc
@@ -148,10 +196,12 @@ def test_t5_under_auto_never_tries_regional_and_the_report_says_why():
     assert report["plan_decision"]["verified"]["evidence"] == {"t5": T5_MODEL}
     (excluded,) = report["plan_decision"]["excluded"]
     assert excluded["plan"] == "regional" and excluded["architecture"] == "t5" and excluded["repro"] == T5_REGIONAL
-    assert "relative_attention_bias" in excluded["reason"] and excluded["torch"] == ">=2.13.0"
+    assert (
+        "relative_attention_bias" in excluded["reason"] and excluded["torch"] == t5_regional_known_wrong.torch_range()
+    )
 
 
-def test_t5_auto_schedule_keeps_a_plan_that_is_not_regional():
+def test_t5_auto_schedule_keeps_a_plan_that_is_not_regional(t5_regional_known_wrong):
     """The whole auto schedule on T5 (step times given, nothing compiled) on a job long enough to try every
     plan: regional's blocks are never installed; model and step are tried, and step is kept."""
     from sagemaker_tc import _internals
@@ -178,7 +228,7 @@ def test_t5_auto_schedule_keeps_a_plan_that_is_not_regional():
     runtime.detach()
 
 
-def test_an_explicit_known_wrong_plan_runs_with_a_warning_naming_the_evidence(caplog):
+def test_an_explicit_known_wrong_plan_runs_with_a_warning_naming_the_evidence(caplog, t5_regional_known_wrong):
     """plan="regional" on T5: installed as asked, a warning names the failing verify test, and the report's
     verified section says no test backs it and which entry marks it wrong; nothing is excluded."""
     import sagemaker_tc

@@ -1,11 +1,14 @@
 """Numerical safety of the compile plans: which plans train which architectures wrongly, and which
 committed ``verify`` test shows each plan right.
 
-Two tables, both data, both backed by tests in ``make test``:
+Two tables, both data, both backed by tests in ``make test``'s lanes (the dev stack and the default
+Hugging Face DLC stack, ``tests/stack_lane.py``; ``make test-stacks`` runs the others):
 
-- :data:`KNOWN_WRONG`: an architecture, the plans that train it wrongly, the torch versions it was
-  seen on, a one-line reason, and the test that shows it (a strict expected failure: it turns red on
-  the torch upgrade that fixes it). ``plan="auto"`` never tries such a plan for that architecture
+- :data:`KNOWN_WRONG`: an architecture, the plans that train it wrongly, the torch (and, where it
+  matters, transformers) versions it was seen on, the training feature it needs if any (gradient
+  checkpointing), a one-line reason, and the test that shows it (a strict expected failure in every
+  lane whose versions the entry covers: it turns red on the upgrade that fixes it, and the test runs
+  as a plain one in lanes outside the range). ``plan="auto"`` never tries such a plan for that architecture
   (:meth:`sagemaker_tc.compiler.runtime.CompilerRuntime._available_plans`); an explicit ``plan=``
   still runs it, with a warning naming the test.
 - :data:`VERIFIED`: the architectures ``tests/test_verify.py::test_each_plan_trains_like_eager``
@@ -60,6 +63,9 @@ class KnownWrong:
         repro: the node id of the ``verify`` test that fails (a strict xfail in ``make test``).
         upstream_repro: the node id of a test that shows it with plain torch, none of our code on
             the path (for a torch bug report); None when there is none.
+        feature: a training feature the entry needs, else None (every job of the architecture):
+            ``"gradient_checkpointing"`` (the model trains with it on).
+        transformers: ``(first seen, fixed in)`` transformers versions, as for torch; None: any.
     """
 
     architecture: str
@@ -69,13 +75,18 @@ class KnownWrong:
     reason: str
     repro: str
     upstream_repro: str | None = None
+    feature: str | None = None
+    transformers: tuple[str, str | None] | None = None
 
-    def applies_to(self, torch_version: str) -> bool:
+    def applies_to(self, torch_version: str, transformers_version: str | None = None) -> bool:
         """True for torch versions in ``[first_seen, fixed_in)`` (pre-releases of ``fixed_in`` count
-        as before it: a nightly may not have the fix)."""
-        version = _version_key(torch_version)
-        fixed = self.fixed_in is None or version < _version_key(self.fixed_in)
-        return _version_key(self.first_seen) <= version and fixed
+        as before it: a nightly may not have the fix) and, when the entry names a transformers range
+        and ``transformers_version`` is given, transformers versions in that range."""
+        if not _in_range(torch_version, self.first_seen, self.fixed_in):
+            return False
+        if self.transformers is None or transformers_version is None:
+            return True
+        return _in_range(transformers_version, *self.transformers)
 
     def torch_range(self) -> str:
         """``">=2.13.0"`` or ``">=2.13.0,<2.14"``."""
@@ -83,13 +94,19 @@ class KnownWrong:
 
     def to_dict(self, plan: str) -> dict[str, Any]:
         """The report's entry for ``plan``."""
-        return {
+        entry = {
             "plan": plan,
             "architecture": self.architecture,
             "torch": self.torch_range(),
             "reason": self.reason,
             "repro": self.repro,
         }
+        if self.feature is not None:
+            entry["feature"] = self.feature
+        if self.transformers is not None:
+            first, fixed = self.transformers
+            entry["transformers"] = f">={first}" + (f",<{fixed}" if fixed else "")
+        return entry
 
 
 KNOWN_WRONG: tuple[KnownWrong, ...] = (
@@ -122,15 +139,32 @@ def _torch_version() -> str:
     return torch.__version__
 
 
+def _transformers_version() -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+FEATURES = {"gradient_checkpointing": lambda model: bool(getattr(model, "is_gradient_checkpointing", False))}
+"""A :attr:`KnownWrong.feature` -> whether a model trains with it (Hugging Face models say
+``is_gradient_checkpointing`` once ``gradient_checkpointing_enable()`` ran)."""
+
+
 def plans_known_wrong(model: Any, torch_version: str | None = None) -> dict[str, KnownWrong]:
     """Plan name -> the :data:`KNOWN_WRONG` entry that marks it wrong for ``model``'s architecture on
-    ``torch_version`` (default: the installed torch). Source: :data:`KNOWN_WRONG`, whose entries each
-    name the failing test in ``make test``."""
+    ``torch_version`` (default: the installed torch) and the installed transformers, with the
+    entry's feature on, if it names one. Source: :data:`KNOWN_WRONG`, whose entries each name the
+    failing test in the lane that found it."""
     version = torch_version or _torch_version()
+    transformers_version = _transformers_version()
     names = {architecture(model), type(model).__name__}
     found: dict[str, KnownWrong] = {}
     for entry in KNOWN_WRONG:
-        if entry.architecture in names and entry.applies_to(version):
+        uses_feature = entry.feature is None or FEATURES[entry.feature](model)
+        if entry.architecture in names and uses_feature and entry.applies_to(version, transformers_version):
             for plan in entry.plans:
                 found.setdefault(plan, entry)
     return found
@@ -195,6 +229,11 @@ def report_fields(models: list[Any], requested: str | None, plan: str | None) ->
         verified["known_wrong"] = wrong[plan].to_dict(plan)
     fields["verified"] = verified
     return fields
+
+
+def _in_range(version: str, first_seen: str, fixed_in: str | None) -> bool:
+    key = _version_key(version)
+    return _version_key(first_seen) <= key and (fixed_in is None or key < _version_key(fixed_in))
 
 
 def _version_key(version: str) -> tuple[tuple[int, ...], int]:
