@@ -16,9 +16,15 @@ import pytest
 import torch
 from conftest import REPO
 
-from sagemaker_tc import PyTorch, TrainingCompilerConfig
+from sagemaker_tc import PyTorch, TrainingCompilerConfig, _internals
 
-pytestmark = pytest.mark.slow
+GLOO_SUMS = _internals.gloo_reduce_scatter_average() == 2.0
+pytestmark = [
+    pytest.mark.slow,
+    # torch 2.8's gloo reduce_scatter sums where FSDP2 asks for an average (pytorch#162338): sagemaker-tc
+    # refuses FSDP2 on gloo there (tests/test_sharding.py), so these gloo jobs cannot run in that lane.
+    pytest.mark.skipif(GLOO_SUMS, reason="this torch's gloo sums under ReduceOp.AVG (pytorch#162338): FSDP2 refused"),
+]
 
 LOSS_ATOL = 1e-5
 PARAM_ATOL = 1e-5
