@@ -31,6 +31,8 @@ def pytest_collection_modifyitems(session, config, items):
     marks = {}
     for item in items:
         mark = item.get_closest_marker("xfail")
+        if mark is not None and mark.args and not mark.args[0]:
+            mark = None  # a condition that does not hold here: a plain test
         marks[item.nodeid] = None if mark is None else bool(mark.kwargs.get("strict", config.getini("xfail_strict")))
     with open(os.environ["KNOWN_WRONG_COLLECTED"], "w") as handle:
         json.dump(marks, handle)

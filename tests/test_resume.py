@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from conftest import REPO, write_sst2_slice
 from test_stop_job import wait_until
 
@@ -140,8 +141,24 @@ def uninterrupted(tmp_path_factory, tiny_bert_dir, train_channel):
     return run
 
 
+TRANSFORMERS_4 = transformers.__version__.startswith("4.")
+CPU_MAP_LOCATION = (
+    "transformers 4.x loads a multi-process job's optimizer state with map_location=args.device, which on the "
+    "CPU is 'cpu:<rank>'; torch 2.8 cannot restore storages saved as 'cpu:0' there (RuntimeError: don't know how "
+    "to restore data location). Transformers 5 loads to 'cpu'; on GPUs args.device is 'cuda:<rank>'"
+)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("script", "hosts"), [("trainer", 1), ("trainer", 2), ("loop", 1), ("loop", 2)])
+@pytest.mark.parametrize(
+    ("script", "hosts"),
+    [
+        ("trainer", 1),
+        pytest.param("trainer", 2, marks=pytest.mark.xfail(TRANSFORMERS_4, reason=CPU_MAP_LOCATION, strict=True)),
+        ("loop", 1),
+        ("loop", 2),
+    ],
+)
 def test_a_job_stopped_after_a_checkpoint_resumes_and_ends_as_an_uninterrupted_one(
     tmp_path, tiny_bert_dir, train_channel, uninterrupted, monkeypatch, script, hosts
 ):
