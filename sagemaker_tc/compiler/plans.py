@@ -17,10 +17,9 @@ Everything is compiled in place: a plan installs a :class:`GuardedCall` in each 
 slot (the one ``Module.compile()`` fills), which runs the module's hooks eagerly around the compiled
 forward (:mod:`.regions`), so the module objects, their ``state_dict()`` keys and every forward hook
 (the user's, and those wrappers add later) stay as they are, and taking a plan out is emptying the
-slots. Only the
-active plan's slots are filled; an inactive plan costs nothing per call. The compiled functions are
-kept, so a plan switched back in does not compile again; each is ``torch.compile``'d only when a call
-first runs it (:class:`PlanVariants`).
+slots. Only the active plan's slots are filled; an inactive plan costs nothing per call. The compiled
+functions are kept, so a plan switched back in does not compile again; each is ``torch.compile``'d
+only when a call first runs it (:class:`PlanVariants`).
 
 Wrapping order with DDP/FSDP: call ``compile_model`` on the bare model before wrapping it
 (``DistributedDataParallel(compile_model(model))``); the Hugging Face integration compiles the model
