@@ -50,6 +50,12 @@ LANE_TESTS = (
     "tests/test_fsdp2.py",
 )
 """The job-side test files every lane runs (module docstring)."""
+LANE_DESELECT = (
+    "tests/test_resume.py::test_a_job_stopped_after_a_checkpoint_resumes_and_ends_as_an_uninterrupted_one[trainer-2]",
+    "tests/test_resume.py::test_a_job_stopped_after_a_checkpoint_resumes_and_ends_as_an_uninterrupted_one[loop-2]",
+)
+"""Left out of every lane to keep ``make test`` within CI's time: the 2-host stop-and-resume jobs (the
+1-host ones run; the dev lane runs all four)."""
 
 
 def stack(name: str) -> dict:
@@ -136,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         junit = Path(folder) / "junit.xml"
         started = time.monotonic()
-        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *LANE_TESTS]
+        deselect = [f"--deselect={node}" for node in LANE_DESELECT]
+        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *deselect]
+        command += LANE_TESTS
         code = subprocess.run(command, cwd=REPO).returncode
         seconds = round(time.monotonic() - started, 1)
         tally, failing = counts(junit) if junit.exists() else ({}, [])
