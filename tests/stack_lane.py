@@ -6,12 +6,15 @@
 ``.venv-stack-NAME``, holds the stack's torch, transformers, accelerate and peft pins with this project
 installed editable (``[runtime,bench,v3]`` extras) and pytest; it is made once and made again when the
 pins or ``pyproject.toml`` change. Any torch but the dev stack's comes from PyPI as a CUDA build of
-several GB (it runs on the CPU); pip's cache serves later installs. The environment uses this
+several GB (it runs on the CPU), downloaded again for a new environment. The environment uses this
 machine's Python, whatever the stack's image carries (the closing note of a lane says which).
 
-The lane runs :data:`LANE_TESTS`: the tests of what runs inside a job (verify for the six tiny
-architectures under every plan, the injected failures, hooks, budgets, gradient checkpointing, LoRA,
-resume, the ``Trainer`` and plain-loop integrations, the FSDP2 plain loop, the private-API wrappers).
+The lane runs :data:`LANE_TESTS` not marked ``slow`` (whole jobs through the toolkit run in the dev lane
+only, to keep ``make test`` within CI's time; the in-process ``Trainer`` and plain-loop tests run here):
+the tests of what runs inside a job (verify for the six tiny architectures under every plan, the
+injected failures, hooks, budgets, gradient checkpointing, a failed compiled backward, resume's plan
+and checkpoint logic, the ``Trainer`` and plain-loop integrations in process, the private-API
+wrappers). The toolkit jobs, LoRA and the FSDP2 plain loop (slow) run in the dev lane.
 With ``--write-results`` it writes ``benchmarks/results/stack-NAME.json``: the versions, the counts
 (passed, failed, xfailed, skipped, errors), the failing node ids and the run's seconds. The exit code
 is pytest's.
@@ -146,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         junit = Path(folder) / "junit.xml"
         started = time.monotonic()
         deselect = [f"--deselect={node}" for node in LANE_DESELECT]
-        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *deselect]
+        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", f"--junitxml={junit}"]
+        command += deselect
         command += LANE_TESTS
         code = subprocess.run(command, cwd=REPO).returncode
         seconds = round(time.monotonic() - started, 1)
