@@ -2,7 +2,15 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
+# One pip install at a time in this checkout (make test and .ci/run make environments side by side,
+# and each editable install writes sagemaker_tc.egg-info here); tests/stack_lane.py takes the same lock.
+INSTALL_LOCK := flock .pip-install.lock
+PIP_INSTALL := $(INSTALL_LOCK) $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
+
+# Two pytest processes (pytest-xdist), a test file each at a time so a file's module fixtures (the baseline
+# jobs) run once: on this project's 2-core CI machine most tests wait on one Python thread (compiles,
+# toolkit jobs), so two run side by side.
+PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 # backend="xla" is tested in its own environment: torch 2.9.0 with torch_xla 2.9.0 (the [xla] extra),
 # without constraints.txt's torch pin (about 7 GB; pip takes torch 2.9.0's CUDA build from PyPI).
@@ -13,9 +21,9 @@ XLA_PY := $(XLA_VENV)/bin/python
 # default Hugging Face DLC stack runs in `make test`; `make test-stacks` runs every other one and writes
 # benchmarks/results/stack-NAME.json. Each stack has its own .venv-stack-NAME (torch from PyPI, several GB).
 DLC_STACK ?= hf-4.56-pt2.8
-OTHER_STACKS ?= hf-4.55-pt2.7 hf-5.3-pt2.9 pt-2.6 pt-2.10 gpu-check
+OTHER_STACKS ?= hf-4.55-pt2.7 hf-5.3-pt2.9 pt-2.10 gpu-check
 
-.PHONY: demo test test-dev test-stacks test-xla lint docs strip-notebooks gpu-carry clean
+.PHONY: demo test test-dev test-stacks test-xla xla-env lint docs strip-notebooks gpu-carry clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,19 +41,26 @@ $(VENV)/.dev-installed: $(VENV)/.demo-installed
 demo: $(VENV)/.demo-installed
 	$(PY) examples/sst2/run_demo.py
 
-test: test-dev
+# The DLC lane's environment (several GB from PyPI) is made while the dev lane's tests run.
+test: $(VENV)/.dev-installed
+	@$(PYTHON) tests/stack_lane.py $(DLC_STACK) --install-only > $(VENV)/stack-install.log 2>&1 & installer=$$!; \
+	$(PY) -m pytest -q $(PYTEST_WORKERS); status=$$?; \
+	wait $$installer || { cat $(VENV)/stack-install.log; exit 1; }; \
+	[ $$status -eq 0 ] || exit $$status; \
 	$(PYTHON) tests/stack_lane.py $(DLC_STACK)
 
 test-dev: $(VENV)/.dev-installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_WORKERS)
 
 test-stacks:
 	@status=0; for stack in $(OTHER_STACKS); do $(PYTHON) tests/stack_lane.py $$stack --write-results || status=1; done; exit $$status
 
 $(XLA_VENV)/.xla-installed: pyproject.toml
 	$(PYTHON) -m venv $(XLA_VENV)
-	$(XLA_PY) -m pip install --quiet --disable-pip-version-check -e ".[runtime,examples,xla]" "pytest>=8"
+	$(INSTALL_LOCK) $(XLA_PY) -m pip install --quiet --disable-pip-version-check -e ".[runtime,examples,xla]" "pytest>=8"
 	touch $@
+
+xla-env: $(XLA_VENV)/.xla-installed
 
 test-xla: $(XLA_VENV)/.xla-installed
 	$(XLA_PY) -m pytest -q tests_xla

@@ -146,6 +146,20 @@ def tiny_bert(**overrides):
     return BertForSequenceClassification(BertConfig(**fields))
 
 
+def count_block_hooks(model) -> dict[tuple[str, int], int]:
+    """Count the calls of a forward pre-hook and a forward hook registered on each of a BERT model's
+    encoder blocks: the returned dict, ``("pre" | "post", block index) -> calls``, fills as it trains."""
+    counts: dict[tuple[str, int], int] = {}
+
+    def count(kind: str, index: int) -> None:
+        counts[kind, index] = counts.get((kind, index), 0) + 1
+
+    for index, block in enumerate(model.bert.encoder.layer):
+        block.register_forward_pre_hook(lambda module, args, i=index: count("pre", i))
+        block.register_forward_hook(lambda module, args, output, i=index: count("post", i))
+    return counts
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     """A tiny BERT classifier (2 layers, hidden 32, random weights) with MiniLM's real tokenizer, saved
@@ -284,7 +298,7 @@ def aws(moto_endpoint, monkeypatch):
     post("/moto-api/recorder/stop-recording")
 
 
-TORCH_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default (torch 2.6 to 2.13)
+TORCH_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default (torch 2.7 to 2.13)
 
 
 def _compiler_hooks() -> dict:

@@ -15,14 +15,17 @@ the tests of what runs inside a job (verify for the six tiny architectures under
 injected failures, hooks, budgets, gradient checkpointing, a failed compiled backward, resume's plan
 and checkpoint logic, the ``Trainer`` and plain-loop integrations in process, the private-API
 wrappers). The toolkit jobs, LoRA and the FSDP2 plain loop (slow) run in the dev lane.
-With ``--write-results`` it writes ``benchmarks/results/stack-NAME.json``: the versions, the counts
-(passed, failed, xfailed, skipped, errors), the failing node ids and the run's seconds. The exit code
-is pytest's.
+With ``--install-only`` it makes the environment and runs nothing: ``make test`` makes the DLC lane's
+environment this way while the dev lane's tests run (a download, hardly any CPU), so the lane's wait
+for PyPI overlaps the tests. With ``--write-results`` it writes ``benchmarks/results/stack-NAME.json``:
+the versions, the counts (passed, failed, xfailed, skipped, errors), the failing node ids and the
+run's seconds. The exit code is pytest's.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import platform
@@ -64,6 +67,13 @@ LANE_DESELECT = (
 the dev lane only (the bench's argument handling, the same on every stack)."""
 
 
+TEST_TOOLS = ("pytest>=8", "pytest-xdist>=3.6")
+"""What a lane installs to run its tests besides the stack's pins."""
+PYTEST_WORKERS = ("-n", "2", "--dist", "loadfile")
+"""Two pytest processes, a test file each at a time (its module fixtures computed once), as make test runs
+the dev lane."""
+
+
 def stack(name: str) -> dict:
     """The support matrix's stack called ``name``.
 
@@ -94,14 +104,17 @@ def environment(entry: dict) -> Path:
     venv = REPO / f".venv-stack-{entry['name']}"
     python = venv / "bin" / "python"
     wanted = pins(entry)
-    stamp = hashlib.sha256(("\n".join(wanted) + (REPO / "pyproject.toml").read_text()).encode()).hexdigest()[:16]
+    recipe = "\n".join([*wanted, *TEST_TOOLS]) + (REPO / "pyproject.toml").read_text()
+    stamp = hashlib.sha256(recipe.encode()).hexdigest()[:16]
     marker = venv / f".installed-{stamp}"
     if marker.exists():
         return python
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*install, "-e", f"{REPO}[runtime,bench,v3]", *wanted, "pytest>=8"], check=True)
+    with (REPO / ".pip-install.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the Makefile's installs take it too (INSTALL_LOCK)
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*install, "-e", f"{REPO}[runtime,bench,v3]", *wanted, *TEST_TOOLS], check=True)
     for old in venv.glob(".installed-*"):
         old.unlink()
     marker.touch()
@@ -109,10 +122,16 @@ def environment(entry: dict) -> Path:
 
 
 def installed_versions(python: Path) -> dict[str, str]:
-    """The versions the lane's environment really holds (what the results file records)."""
+    """The versions the lane's environment really holds (what the results file records; None for a
+    package it lacks, such as peft on the GPU bench stack)."""
     code = (
-        "import importlib.metadata as m, json, sys; "
-        f"print(json.dumps({{p: m.version(p) for p in {list(PACKAGES)!r}}} | "
+        "import importlib.metadata as m, json, sys\n"
+        "def version(p):\n"
+        "    try:\n"
+        "        return m.version(p)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        return None\n"
+        f"print(json.dumps({{p: version(p) for p in {list(PACKAGES)!r}}} | "
         "{'python': sys.version.split()[0]}))"
     )
     return json.loads(subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True).stdout)
@@ -140,16 +159,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", help="a stack's name in sagemaker_tc/sdk/support_matrix.json")
     parser.add_argument("--write-results", action="store_true", help="write benchmarks/results/stack-NAME.json")
+    parser.add_argument(
+        "--install-only", action="store_true", help="make the lane's environment and stop (make test does it early)"
+    )
     args = parser.parse_args(argv)
     entry = stack(args.name)
     python = environment(entry)
+    if args.install_only:
+        return 0
     versions = installed_versions(python)
     print(f"stack lane {entry['name']}: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
     with tempfile.TemporaryDirectory() as folder:
         junit = Path(folder) / "junit.xml"
         started = time.monotonic()
         deselect = [f"--deselect={node}" for node in LANE_DESELECT]
-        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", f"--junitxml={junit}"]
+        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *PYTEST_WORKERS]
+        command.append(f"--junitxml={junit}")
         command += deselect
         command += LANE_TESTS
         code = subprocess.run(command, cwd=REPO).returncode
