@@ -68,3 +68,26 @@ def innermost_dataloader(loader: Any) -> Any:
     while seen < 5 and (inner := getattr(loader, "base_dataloader", None) or getattr(loader, "_loader", None)):
         loader, seen = inner, seen + 1
     return loader
+
+
+def is_causal_lm(model: Any) -> bool:
+    """True for a decoder-only model whose attention is causal: ``config.is_decoder`` set (not an
+    encoder-decoder), or a class transformers lists as a causal LM whose ``model_type`` has no masked-LM
+    head (BERT-like classes are listed as both and are causal only with ``is_decoder``). Reads
+    ``transformers.models.auto.modeling_auto``'s ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` and
+    ``MODEL_FOR_MASKED_LM_MAPPING_NAMES`` (transformers 4.36 to 5.24); False when transformers was
+    never imported or the model has no ``config``."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "is_encoder_decoder", False) is True:
+        return False
+    if getattr(config, "is_decoder", False) is True:
+        return True
+    if "transformers" not in sys.modules:
+        return False
+    try:
+        from transformers.models.auto import modeling_auto
+    except ImportError:  # pragma: no cover - a transformers without the auto mappings
+        return False
+    model_type = getattr(config, "model_type", None)
+    causal = type(model).__name__ in set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    return causal and model_type not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES

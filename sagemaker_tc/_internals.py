@@ -6,7 +6,7 @@ a ``_``-prefixed attribute of torch, transformers or sagemaker-core, or dynamo's
 ``tests/test_internals.py`` calls every wrapper against the installed versions and fails naming the
 symbol that moved.
 
-"Checked against torch 2.6 to 2.13" means: the symbol exists with this meaning in the torch 2.6.0
+"Checked against torch 2.7 to 2.13" means: the symbol exists with this meaning in the torch 2.7.1
 and 2.13.0 sources (and the releases between, read where they differ); the GPU bench machine runs
 torch 2.11. Imports are lazy (inside each function): the SDK side imports this module without torch.
 """
@@ -51,7 +51,7 @@ def compile_backward_with_forward() -> Callable[[], None]:
 
     ``torch._functorch.config.force_non_lazy_backward_lowering`` (torch 2.10 to 2.13): AOTAutograd
     otherwise compiles the backward at the first ``loss.backward()``, outside the compiled call, so
-    a failing backward compile could not fall back to eager. Without the flag (torch 2.6 to 2.9)
+    a failing backward compile could not fall back to eager. Without the flag (torch 2.7 to 2.9)
     nothing changes and a backward compile failure surfaces in ``loss.backward()``.
 
     Returns:
@@ -110,7 +110,7 @@ def dynamo_state_kept() -> Iterator[None]:
     are registered again).
 
     Uses ``torch._dynamo.utils.counters``, ``torch._dynamo.utils._compilation_metrics`` (the deque
-    behind ``get_compilation_metrics``) and ``torch._dynamo.callback.callback_handler`` (torch 2.6
+    behind ``get_compilation_metrics``) and ``torch._dynamo.callback.callback_handler`` (torch 2.7
     to 2.13).
     """
     import torch
@@ -174,61 +174,45 @@ def compile_start_callbacks() -> list[Any]:
 
 
 # -- torch: dynamo's recompile limit and its log line ---------------------------------------------------
-def _limit_name(name: str, torch_2_6_name: str) -> str:
-    """The dynamo config name this torch has: ``name`` (torch 2.7 on), else its torch 2.6 name."""
-    import torch._dynamo.config as dynamo_config
-
-    return name if hasattr(dynamo_config, name) else torch_2_6_name
-
-
-def _recompile_limit_name() -> str:
-    return _limit_name("recompile_limit", "cache_size_limit")
-
-
 def recompile_limit() -> int:
-    """``torch._dynamo.config.recompile_limit`` (torch 2.7 to 2.13; ``cache_size_limit`` in 2.6, an
-    alias of it later): compiles per code object before dynamo runs it uncompiled."""
+    """``torch._dynamo.config.recompile_limit`` (torch 2.7 to 2.13): compiles per code object before
+    dynamo runs it uncompiled."""
     import torch._dynamo.config as dynamo_config
 
-    return int(getattr(dynamo_config, _recompile_limit_name()))
+    return int(dynamo_config.recompile_limit)
 
 
 def set_recompile_limit(limit: int) -> None:
     """Set dynamo's recompile limit (see :func:`recompile_limit`)."""
     import torch._dynamo.config as dynamo_config
 
-    setattr(dynamo_config, _recompile_limit_name(), limit)
+    dynamo_config.recompile_limit = limit
 
 
 RECOMPILE_LIMIT_LOGGER = "torch._dynamo.convert_frame"
-"""The logger dynamo warns on when a function hits the recompile limit (torch 2.6 to 2.13)."""
+"""The logger dynamo warns on when a function hits the recompile limit (torch 2.7 to 2.13)."""
 
 
 def is_recompile_limit_message(message: str) -> bool:
     """True for dynamo's "torch._dynamo hit config.recompile_limit (8)" warning
-    (``torch/_dynamo/convert_frame.py``; also ``accumulated_recompile_limit``; torch 2.6 to 2.13):
+    (``torch/_dynamo/convert_frame.py``; also ``accumulated_recompile_limit``; torch 2.7 to 2.13):
     past the limit dynamo runs the frame eagerly and says so only in that line."""
     return "hit config." in message and "limit" in message
 
 
-def _accumulated_limit_name() -> str:
-    return _limit_name("accumulated_recompile_limit", "accumulated_cache_size_limit")
-
-
 def accumulated_recompile_limit() -> int:
-    """``torch._dynamo.config.accumulated_recompile_limit`` (torch 2.7 to 2.13;
-    ``accumulated_cache_size_limit`` in 2.6, an alias later; default 256): a global cap on the
+    """``torch._dynamo.config.accumulated_recompile_limit`` (torch 2.7 to 2.13; default 256): a global cap on the
     compiles of one code object, over every budget."""
     import torch._dynamo.config as dynamo_config
 
-    return int(getattr(dynamo_config, _accumulated_limit_name()))
+    return int(dynamo_config.accumulated_recompile_limit)
 
 
 def set_accumulated_recompile_limit(limit: int) -> None:
     """Set dynamo's accumulated recompile limit (see :func:`accumulated_recompile_limit`)."""
     import torch._dynamo.config as dynamo_config
 
-    setattr(dynamo_config, _accumulated_limit_name(), limit)
+    dynamo_config.accumulated_recompile_limit = limit
 
 
 def isolates_recompiles() -> bool:
@@ -246,7 +230,7 @@ def isolates_recompiles() -> bool:
 class RecompileLimitCall:
     """``function`` called with dynamo's per-code-object recompile limit (:func:`recompile_limit`) set to
     ``limit`` for the call and put back after it: a compiled function's budget of its own on torch
-    releases whose ``torch.compile`` cannot isolate one (2.6 to 2.12). Dynamo reads the limit when it
+    releases whose ``torch.compile`` cannot isolate one (2.7 to 2.12). Dynamo reads the limit when it
     decides whether a frame may compile again, inside the call; the setting costs about 5 us a call.
     """
 
@@ -254,7 +238,7 @@ class RecompileLimitCall:
         import torch._dynamo.config as dynamo_config
 
         self.function, self.limit = function, limit
-        self._config, self._name = dynamo_config, _recompile_limit_name()
+        self._config, self._name = dynamo_config, "recompile_limit"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         config, name = self._config, self._name
@@ -289,9 +273,9 @@ GRAPH_BREAK_LOGGERS = (
     "torch._dynamo.exc.__graph_breaks",
 )
 """torch's ``graph_breaks`` artifact loggers (``torch._logging.getArtifactLogger(module, artifact)`` is
-named ``"<module>.__<artifact>"``; torch 2.6 to 2.13)."""
+named ``"<module>.__<artifact>"``; torch 2.7 to 2.13)."""
 RECOMPILE_LOGGERS = ("torch._dynamo.guards.__recompiles",)
-"""torch's ``recompiles`` artifact logger (torch 2.6 to 2.13)."""
+"""torch's ``recompiles`` artifact logger (torch 2.7 to 2.13)."""
 
 
 def turn_on_compile_logs() -> Callable[[], None]:
@@ -351,7 +335,7 @@ def global_optimizer_step_hooks() -> int:
 def fsdp2_reshards_after_forward(unit: Any) -> bool | None:
     """Whether an FSDP2 unit (a ``fully_shard``-ed module) frees its gathered parameters after forward:
     its param group's ``post_forward_mesh_info`` is set (``FSDPModule._get_fsdp_state()``, then
-    ``_fsdp_param_groups`` (torch 2.10 to 2.13) or ``_fsdp_param_group`` (2.6 to 2.9)). None when the
+    ``_fsdp_param_groups`` (torch 2.10 to 2.13) or ``_fsdp_param_group`` (2.7 to 2.9)). None when the
     unit holds no parameters of its own or the fields moved (the report then says unknown)."""
     state = getattr(unit, "_get_fsdp_state", lambda: None)()
     groups = getattr(state, "_fsdp_param_groups", None)

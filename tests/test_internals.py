@@ -30,7 +30,7 @@ def _compiled_module_slot():
 def _force_non_lazy_backward_lowering():
     import torch._functorch.config as functorch_config
 
-    if not hasattr(functorch_config, "force_non_lazy_backward_lowering"):  # torch 2.6 to 2.9: nothing to set
+    if not hasattr(functorch_config, "force_non_lazy_backward_lowering"):  # torch 2.7 to 2.9: nothing to set
         assert TORCH < (2, 10)
         _internals.compile_backward_with_forward()()  # a no-op restore
         return

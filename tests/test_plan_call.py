@@ -14,7 +14,7 @@ import types
 
 import pytest
 import torch
-from conftest import tiny_bert
+from conftest import count_block_hooks, tiny_bert
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig, _internals
@@ -76,15 +76,12 @@ def loop(model, config: TrainingCompilerConfig, steps: int = 3) -> list[float]:
 @pytest.mark.parametrize("plan", PLANS)
 def test_every_hook_on_every_block_runs_once_per_forward(plan, plan_backend):
     model = four_layer_bert()
-    counts: dict[tuple[str, int], int] = {}
+    counts = count_block_hooks(model)
 
-    def count(kind: str, index: int) -> None:
-        counts[kind, index] = counts.get((kind, index), 0) + 1
+    def count_model(module, args, output) -> None:
+        counts["post", -1] = counts.get(("post", -1), 0) + 1
 
-    for index, block in enumerate(model.bert.encoder.layer):
-        block.register_forward_pre_hook(lambda module, args, i=index: count("pre", i))
-        block.register_forward_hook(lambda module, args, output, i=index: count("post", i))
-    model.register_forward_hook(lambda module, args, output: count("post", -1))
+    model.register_forward_hook(count_model)
     loop(model, TrainingCompilerConfig(plan=plan, baseline_steps=0), steps=3)
     assert counts == {(kind, index): 3 for kind in ("pre", "post") for index in range(4)} | {("post", -1): 3}
     assert any(name.startswith(f"plan_forward__{plan}_") for name in compiled_frames()), compiled_frames()
@@ -255,12 +252,25 @@ def test_a_failed_compiled_backward_ends_the_plan_and_the_trainer_job_completes(
     assert report["plan"] == failures[0]["stepped_back_to"] != plan
 
 
+CHECKPOINTED_REGIONAL_BACKWARD_FAILS = ("2.9.", "2.10.")
+"""Torch releases on which a checkpointed block's compiled backward raises in the recompute (seen on
+2.9.0 with transformers 5.3.0: an ``AssertionError`` without a message; on 2.10.0 with transformers
+5.3.0: ``Unexpected state: target_frame.early_stop is set``; ``make test-stacks``); 2.8 and 2.13 train
+it compiled. There the backward fallback ends the plan and the job goes on eagerly."""
+
+
 def test_gradient_checkpointing_under_regional_trains_like_eager(tmp_path, plan_backend):
     plan_backend("inductor")
     eager, _ = trainer_losses(tmp_path / "eager", None, gradient_checkpointing=True)
     compiled, report = trainer_losses(
         tmp_path / "regional", TrainingCompilerConfig(plan="regional", baseline_steps=0), gradient_checkpointing=True
     )
-    assert report["plan_decision"]["failures"] == []
     assert compiled == pytest.approx(eager, rel=1e-4)
     assert any(name.startswith("plan_forward__regional_") for name in compiled_frames())
+    failures = report["plan_decision"]["failures"]
+    if torch.__version__.startswith(CHECKPOINTED_REGIONAL_BACKWARD_FAILS):
+        assert [(f["plan"], f["kind"], f["stepped_back_to"]) for f in failures] == [
+            ("regional", "compiler_error", "eager")
+        ]
+    else:
+        assert failures == []

@@ -1,6 +1,7 @@
 """The support matrix (sagemaker_tc/sdk/support_matrix.json): its data, the dev stack against this
 environment, and the build-time refusal of a stock DLC that matches no tested stack."""
 
+import dataclasses
 import json
 import re
 import sys
@@ -19,28 +20,42 @@ REPO = Path(__file__).resolve().parents[1]
 MATRIX_JSON = REPO / "sagemaker_tc" / "sdk" / "support_matrix.json"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CLOUD = {"instance_type": "ml.g5.2xlarge", "role": ROLE, "output_path": "s3://tc-bucket/jobs", "py_version": "py312"}
-TESTED_TEXT = "tested: transformers 4.56.2 / torch 2.8.0 (hf-4.56-pt2.8), transformers 5.24.0 / torch 2.13.0 (dev)"
+TESTED_TEXT = (
+    "tested: transformers 4.56.2 / torch 2.8.0 (hf-4.56-pt2.8), transformers 5.24.0 / torch 2.13.0 (dev), "
+    "transformers 5.3.0 / torch 2.9.0 (hf-5.3-pt2.9), transformers 5.3.0 / torch 2.10.0 (pt-2.10)"
+)
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
 
 
 def test_the_matrix_reads_and_marks_its_lanes():
-    """Every stack parses; the default is the HF 4.56 / PyTorch 2.8 DLC; only make test's stacks are tested."""
+    """Every stack parses; the default is the HF 4.56 / PyTorch 2.8 DLC; make test's stacks are tested, and
+    a make test-stacks stack is tested only with its lane's committed results file."""
     matrix = support_matrix()
     assert matrix.default().name == "hf-4.56-pt2.8"
-    assert [stack.name for stack in matrix.tested()] == ["dev", "hf-4.56-pt2.8"]
+    assert [stack.name for stack in matrix.tested()] == ["dev", "hf-4.56-pt2.8", "hf-5.3-pt2.9", "pt-2.10"]
     for stack in matrix.stacks:
-        assert (stack.lane == "make test") == stack.tested, stack.name
+        if stack.lane == "make test":
+            assert stack.tested, stack.name
+        elif stack.tested:
+            result = json.loads((REPO / "benchmarks" / "results" / f"stack-{stack.name}.json").read_text())
+            assert result["installed"]["torch"].split("+")[0] == stack.torch, stack.name
+            assert result["counts"]["passed"] > 0 and (not result["failing"] or stack.notes), stack.name
         if stack.kind == "huggingface-dlc":
             assert stack.accelerate and stack.peft and stack.source, stack.name
-    assert images.MIN_PYTORCH == (2, 6) == matrix.floor.version and matrix.floor.reason
+    assert images.MIN_PYTORCH == (2, 7) == matrix.floor.version and matrix.floor.reason
 
 
 def test_the_dev_stack_is_this_environment():
-    """constraints.txt's torch pin is the dev stack's torch; in that environment (make test's venv) the
-    installed torch, transformers, accelerate, peft and Python are the dev stack's."""
+    """constraints.txt pins the dev stack's torch, transformers, accelerate and peft; in that environment
+    (make test's venv) the installed ones and Python are the dev stack's."""
     dev = support_matrix().stack("dev")
     pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (REPO / "constraints.txt").read_text(), re.MULTILINE))
-    assert pins["torch"] == dev.torch
+    assert [pins.get(name) for name in ("torch", "transformers", "accelerate", "peft")] == [
+        dev.torch,
+        dev.transformers,
+        dev.accelerate,
+        dev.peft,
+    ]
     if metadata.version("torch").split("+")[0] != dev.torch:
         pytest.skip("another stack's environment (make test-stacks): the dev pins are checked above")
     installed = {name: metadata.version(name) for name in ("transformers", "accelerate", "peft")}
@@ -74,24 +89,33 @@ def test_a_tested_stack_builds(make, cls, versions):
 
 
 @pytest.mark.parametrize(
-    ("cls", "versions", "asked"),
+    ("cls", "versions", "asked", "stack"),
     [
-        (HuggingFace, {"transformers_version": "4.55", "pytorch_version": "2.7"}, "transformers_version='4.55'"),
-        (HuggingFace, {"transformers_version": "5.3", "pytorch_version": "2.9"}, "pytorch_version='2.9'"),
-        (PyTorch, {"framework_version": "2.9"}, "framework_version='2.9'"),
-        (PyTorch, {"framework_version": "2.6"}, "framework_version='2.6'"),
+        (
+            HuggingFace,
+            {"transformers_version": "4.55", "pytorch_version": "2.7"},
+            "transformers_version='4.55'",
+            "hf-4.55-pt2.7",
+        ),
+        (PyTorch, {"framework_version": "2.10", "py_version": "py313"}, "framework_version='2.10'", "pt-2.10"),
     ],
 )
-def test_an_untested_stack_is_refused_when_built(make, cls, versions, asked):
+def test_an_untested_stack_is_refused_when_built(make, monkeypatch, cls, versions, asked, stack):
     """A DLC that resolves (checked with the compiler off) but matches no tested stack is refused with
-    the compiler on, naming what was asked and the tested stacks; compiler off builds and resolves it."""
-    off = make(cls, **CLOUD, **versions, compiler_config=TrainingCompilerConfig(enabled=False))
+    the compiler on, naming what was asked and the tested stacks; compiler off builds and resolves it.
+    Every stock DLC with PyTorch >= 2.7 matches a tested stack today, so the matrix here marks the one
+    it would match untested, as it stood before its lane ran."""
+    matrix = support_matrix()
+    marked = tuple(dataclasses.replace(s, status="untested") if s.name == stack else s for s in matrix.stacks)
+    monkeypatch.setattr(images, "support_matrix", lambda: dataclasses.replace(matrix, stacks=marked))
+    arguments = {**CLOUD, **versions}
+    off = make(cls, **arguments, compiler_config=TrainingCompilerConfig(enabled=False))
     assert off.training_image_uri("us-east-1")  # a real, resolvable DLC
     with pytest.raises(UnsupportedImageError) as raised:
-        make(cls, **CLOUD, **versions)
+        make(cls, **arguments)
     text = str(raised.value)
     assert f"{cls.__name__}(" in text and asked in text and "matches no tested sagemaker-tc stack" in text
-    assert TESTED_TEXT in text and "TrainingCompilerConfig(enabled=False)" in text
+    assert f"({stack})" not in text and "(hf-4.56-pt2.8)" in text and "TrainingCompilerConfig(enabled=False)" in text
 
 
 def test_what_runs_no_stock_dlc_is_not_refused(make):
@@ -101,9 +125,11 @@ def test_what_runs_no_stock_dlc_is_not_refused(make):
     assert make(PyTorch, framework_version="2.9", py_version="py312").compiler_enabled  # local_process
 
 
-def test_below_the_floor_says_so_when_built(make):
-    with pytest.raises(UnsupportedImageError, match=r"framework_version='2.5': .*needs PyTorch >= 2.6"):
-        make(PyTorch, **CLOUD, framework_version="2.5")
+@pytest.mark.parametrize("version", ["2.5", "2.6"])
+def test_below_the_floor_says_so_when_built(make, version):
+    """PyTorch 2.6 has a training DLC but is below the floor (support_matrix.json's reason)."""
+    with pytest.raises(UnsupportedImageError, match=rf"framework_version='{version}': .*needs PyTorch >= 2.7"):
+        make(PyTorch, **CLOUD, framework_version=version)
 
 
 @pytest.mark.parametrize(
@@ -111,8 +137,8 @@ def test_below_the_floor_says_so_when_built(make):
     [
         ("pytorch-training:2.8-gpu-py312", False),
         ("huggingface-pytorch-training:2.8.0-transformers4.56.2-gpu-py312-cu129-ubuntu22.04", False),
-        ("pytorch-training:2.9.0-gpu-py312-cu130-ubuntu22.04-sagemaker", True),
-        ("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04", True),
+        ("pytorch-training:2.10.0-gpu-py312-cu130-ubuntu22.04-sagemaker", False),
+        ("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04", False),
         ("huggingface-pytorch-training:2.8.0-transformers5.3.0-gpu-py312", True),
     ],
 )
@@ -142,8 +168,8 @@ def modeltrainer(source_dir, compiler_config, image):
 def test_modeltrainer_refuses_an_untested_dlc_unless_the_compiler_is_off(aws, monkeypatch, source_dir):
     boto3.client("s3").create_bucket(Bucket="tc-v3-bucket")
     monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")  # moto has no SimulatePrincipalPolicy
-    untested = "pytorch-training:2.9-gpu-py312"
-    with pytest.raises(UnsupportedImageError, match=r"training_image .*2\.9.* \(torch 2\.9\) matches no tested"):
+    untested = "huggingface-pytorch-training:2.8.0-transformers5.3.0-gpu-py312"  # no stack pairs these
+    with pytest.raises(UnsupportedImageError, match=r"training_image .*transformers5\.3\.0.* matches no tested"):
         modeltrainer(source_dir, TrainingCompilerConfig(), untested)
     assert not modeltrainer(source_dir, TrainingCompilerConfig(enabled=False), untested).compiler_enabled
     assert modeltrainer(source_dir, TrainingCompilerConfig(), "pytorch-training:2.8-gpu-py312").compiler_enabled

@@ -105,9 +105,8 @@ def script(tmp_path):
 
 T5_REGIONAL_GRADIENT = (
     "torch 2.13 (CPU Inductor): T5's first decoder block compiled on its own returns a wrong gradient for "
-    "relative_attention_bias (test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient); the "
-    "whole-model and whole-step plans train T5 like eager; sagemaker_tc.compiler.known_wrong names this test, "
-    "and plan='auto' never tries regional for T5"
+    "relative_attention_bias (test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient); "
+    "sagemaker_tc.compiler.known_wrong names this test, and plan='auto' never tries regional for T5"
 )
 VERIFY_MODELS = ("bert-base-uncased", "roberta-base", "distilbert-base-uncased", "gpt2", "t5-base", "llama")
 """The tiny model suite verified under every plan (llama is not a bench suite model: built here)."""
@@ -118,10 +117,16 @@ WRONG = {
     for model in [known_wrong.VERIFIED.get(entry.architecture)]
     if model is not None
     for plan in entry.plans
+    if entry.repro == known_wrong.VERIFY_TEST.format(model=model, plan=plan)
 }
 """(model, plan) -> why it is a strict expected failure on the installed torch and transformers: each
-is a repro in known_wrong.KNOWN_WRONG whose range covers them (in other lanes the case runs plainly)."""
-T5_REGIONAL_KNOWN_WRONG = ("t5-base", "regional") in WRONG
+is the repro of a known_wrong.KNOWN_WRONG entry whose range covers them (in other lanes the case runs
+plainly)."""
+T5_BLOCK_ALONE = "tests/test_verify.py::test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient"
+T5_REGIONAL_KNOWN_WRONG = any(
+    entry.repro == T5_BLOCK_ALONE and entry.applies_to(torch.__version__, transformers.__version__)
+    for entry in KNOWN_WRONG
+)
 
 
 def _plan_matrix():
@@ -293,6 +298,17 @@ def test_bad_verify_inputs_raise_bench_error(capsys):
     assert "BenchError: unknown model 'gpt5'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("json_path", ["/proc/x.json", "folder", "file/x.json"])
+def test_a_json_path_that_cannot_be_written_is_refused_before_any_training(tmp_path, capsys, json_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("")
+    target = json_path if json_path.startswith("/") else str(tmp_path / json_path)
+    assert main(["verify", "--model", "gpt2", "--size", "tiny", "--steps", "2", "--json", target]) == 1
+    captured = capsys.readouterr()
+    assert f"BenchError: --json {target!r}" in captured.err
+    assert "step" not in captured.out  # no loss was computed (and lost)
+
+
 def test_the_removed_whole_model_option_names_its_replacement(capsys):
     """``--whole-model`` (a pre-release alias of ``--plan model``) is an argparse error naming ``--plan model``."""
     with pytest.raises(SystemExit) as raised:
@@ -308,9 +324,10 @@ def test_the_removed_whole_model_option_names_its_replacement(capsys):
 def test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient():
     """Plain torch, none of our code on the path: the tiny T5's first decoder block compiled with
     ``Module.compile()`` must give the same relative_attention_bias gradient as eager. It does not
-    on torch 2.13's CPU Inductor (rows swapped into the first head, the second head's zeroed); when
-    an upgrade fixes it this test passes, strict xfail fails, and the regional plan's T5 case above
-    can drop its mark."""
+    on torch 2.13's CPU Inductor (rows swapped into the first head, the second head's zeroed). The
+    regional plan compiles each block this way, so known_wrong keeps regional out of auto for T5 while
+    this fails (the verify run of T5 under regional above trains like eager: its calls no longer
+    reach the failing compile). When an upgrade fixes it this test passes and strict xfail fails."""
     import copy
 
     import torch

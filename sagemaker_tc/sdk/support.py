@@ -40,7 +40,7 @@ class Floor:
     """The oldest PyTorch the runtime supports, and why."""
 
     torch: str
-    """major.minor, e.g. ``"2.6"``."""
+    """major.minor, e.g. ``"2.7"``."""
     reason: str
     """One sentence: why older versions cannot run the compiler."""
 
@@ -69,6 +69,8 @@ class Stack:
     """True for the stack the docs and examples use by default (one Hugging Face DLC)."""
     source: str | None = None
     """Where the versions come from: which were confirmed and which chosen."""
+    notes: str | None = None
+    """What the lane showed beside its passing tests (a known failure the fallback absorbs), if anything."""
 
     @property
     def tested(self) -> bool:
