@@ -2,10 +2,13 @@
 # One prepared GPU run on one H200 (see benchmarks/README.md, "gpu_check.sh"): full-size
 # bert-base-uncased, roberta-base and gpt2, batch 32 x 128 tokens, bf16 autocast, 20 timed steps, each
 # variant in its own process with an empty compile cache.
-#   pass 1 "ours vs the peer" (first, and the one that matters): for each model eager, hf-torch-compile
-#     (what TrainingArguments(torch_compile=True) does) and sagemaker-tc (the default config: plan="auto"
-#     told the job has 10,000 steps; timed after its decision) -> gpu-check-plans.{json,md,png}, with
-#     the "ours vs peer" column and, per model, what plan="auto" measured and chose;
+#   pass 1 "ours vs the peer" (first, and the one that matters): for each model eager (torch's default
+#     AdamW), eager-tuned (uncompiled with the compiled variants' settings: fused AdamW, SDPA),
+#     hf-torch-compile (what TrainingArguments(torch_compile=True) does) and sagemaker-tc (the default
+#     config: plan="auto" told the job has 10,000 steps) -> gpu-check-plans.{json,md,png}, with the
+#     "vs uncompiled (same settings)" and "ours vs peer" columns and, per model, what plan="auto"
+#     measured and chose. Every variant is timed after the same untimed warm-up (as many steps as
+#     plan="auto" may take to decide: sagemaker_tc_bench.worker.WARMUP_STEPS);
 #   pass 2 "each plan", only in the time pass 1 left: bert-base-uncased compiled by plan regional and
 #     by plan model from the first step -> gpu-check-each-plan.{json,md,png}. (The step plan, CUDA
 #     graphs, is not run: it is opt-in.)
@@ -35,8 +38,9 @@
 #
 # GPU_CHECK_SUITE=llama runs another check in place of passes 1 and 2 (the default, unset, is the above):
 # llama-3.2-1b (1,235,814,400 parameters, Llama 3.2 1B's published config, random weights), 1,024
-# tokens per row packed from SST-2 (no padding), batch 8, bf16 autocast, 20 timed steps: eager,
-# hf-torch-compile and sagemaker-tc (default config, told 10,000 steps) -> gpu-check-llama.{json,md,png}
+# tokens per row packed from SST-2 (no padding), batch 8, bf16 autocast, 20 timed steps after the same
+# warm-up: eager, eager-tuned (uncompiled, the same settings as the compiled rows), hf-torch-compile and
+# sagemaker-tc (default config, told 10,000 steps) -> gpu-check-llama.{json,md,png}
 # and gpu-check-llama.log (4 files).
 #   Budget (TOTAL_S = 330 s after the preflight): `bench --time-budget 300`, killed at 300 + 30 s of
 #   slack (the bench's start, tokenizing, table, plot) = 330 s; nothing else runs. One device call of
@@ -154,9 +158,9 @@ EOF
 # GPU_CHECK_SUITE=llama: one pass, llama-3.2-1b in eager, the peer and ours (the header's budget).
 llama_pass() {
     local status=0 start=$SECONDS
-    echo "gpu_check: llama pass (${MODELS[*]}, ${COMMON[*]}: eager, hf-torch-compile, sagemaker-tc), budget $PASS1_BUDGET_S s"
+    echo "gpu_check: llama pass (${MODELS[*]}, ${COMMON[*]}: eager, eager-tuned, hf-torch-compile, sagemaker-tc), budget $PASS1_BUDGET_S s"
     timeout $((PASS1_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli bench --models "${MODELS[@]}" "${COMMON[@]}" \
-        --variants eager hf-torch-compile sagemaker-tc --job-steps 10000 --timeout "$PASS1_BUDGET_S" \
+        --variants eager eager-tuned hf-torch-compile sagemaker-tc --job-steps 10000 --timeout "$PASS1_BUDGET_S" \
         --time-budget "$PASS1_BUDGET_S" --out "$OUT_DIR" --name gpu-check-llama || status=1
     echo "gpu_check: results in $OUT_DIR after $((SECONDS - start)) s (exit $status)"
     return "$status"
@@ -177,9 +181,9 @@ main() {
     fi
 
     local status=0 start=$SECONDS left
-    echo "gpu_check: pass 1 (${MODELS[*]}: eager, hf-torch-compile, sagemaker-tc), budget $PASS1_BUDGET_S s"
+    echo "gpu_check: pass 1 (${MODELS[*]}: eager, eager-tuned, hf-torch-compile, sagemaker-tc), budget $PASS1_BUDGET_S s"
     timeout $((PASS1_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli bench --models "${MODELS[@]}" "${COMMON[@]}" \
-        --variants eager hf-torch-compile sagemaker-tc --job-steps 10000 --timeout "$PASS1_BUDGET_S" \
+        --variants eager eager-tuned hf-torch-compile sagemaker-tc --job-steps 10000 --timeout "$PASS1_BUDGET_S" \
         --time-budget "$PASS1_BUDGET_S" --out "$OUT_DIR" --name gpu-check-plans || status=1
 
     left=$((TOTAL_S - (SECONDS - start)))

@@ -197,6 +197,20 @@ def check_out_folder(out: Path) -> None:
         raise BenchError(f"--out {str(out)!r} cannot be written: {reason}; give a folder you can write to")
 
 
+def check_json_file(path: Path) -> None:
+    """``--json``: a file that can be written, checked before any work (so a result is never lost).
+
+    Raises:
+        BenchError: a folder, something other than a regular file, or a file whose folder cannot be
+            written (``/proc``, read-only, a file on its path).
+    """
+    if path.exists() and not path.is_file():
+        raise BenchError(f"--json {str(path)!r} is not a regular file; give the path of a JSON file to write")
+    reason = unwritable_reason(path.absolute().parent)
+    if reason is not None:
+        raise BenchError(f"--json {str(path)!r} cannot be written: {reason}; give a file in a folder you can write to")
+
+
 def _before_work(out: Path) -> None:
     """What ``bench`` and ``tune`` check after their options and before any work: ``--out`` can be
     written and the inputs' packages are there; then logging goes to stderr."""
@@ -345,11 +359,13 @@ def run_verify_command(options: argparse.Namespace, stream: IO[str] | None = Non
 
     Raises:
         NumericalMismatchError: a step disagrees (after the losses are printed).
-        BenchError: bad options or script.
+        BenchError: bad options or script, or a ``--json`` file that cannot be written (before any work).
     """
     from sagemaker_tc_bench.verify import PLANS, verify_config, verify_suite_model
     from sagemaker_tc_bench.verify_script import verify_script
 
+    if options.json is not None:
+        check_json_file(options.json)
     plans = list(PLANS) if options.plan == "all" else [options.plan]
     out = stream or sys.stdout
     results = []

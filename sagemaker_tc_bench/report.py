@@ -36,6 +36,15 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 """(result field, column title) of every table column, in order."""
 PEER_COLUMN = ("ours_vs_peer", "ours vs peer")
 """Added after :data:`COLUMNS` when the run has the peer and one of our variants."""
+UNCOMPILED_COLUMN = ("vs_uncompiled", "vs uncompiled (same settings)")
+"""Added when the run has ``eager-tuned`` and a compiled variant: each compiled row against the
+uncompiled row with its own optimizer and attention."""
+NOISY_FLAGS = {
+    "speedup_vs_eager": "speedup_noisy",
+    "ours_vs_peer": "ours_vs_peer_noisy",
+    "vs_uncompiled": "vs_uncompiled_noisy",
+}
+"""Each ratio column and the row flag that shows it as ``noisy``."""
 MIB = 1024 * 1024
 FAILURE_CHARS = 400
 """A failed row's note in the Markdown is cut to about this many characters (the JSON keeps it whole)."""
@@ -57,11 +66,16 @@ def require_outputs() -> None:
 
 def columns(document: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The table's (result field, column title) pairs for this run: :data:`COLUMNS`, plus
-    :data:`PEER_COLUMN` when the run has ``hf-torch-compile`` and a ``sagemaker-tc`` variant."""
+    :data:`PEER_COLUMN` when the run has ``hf-torch-compile`` and a ``sagemaker-tc`` variant, and
+    :data:`UNCOMPILED_COLUMN` when it has ``eager-tuned`` and a compiled variant."""
     variants = {*document["options"].get("variants", ()), *(row["variant"] for row in document["results"])}
-    if "hf-torch-compile" in variants and any(v.startswith("sagemaker-tc") for v in variants):
-        return (*COLUMNS, PEER_COLUMN)
-    return COLUMNS
+    ours = any(v.startswith("sagemaker-tc") for v in variants)
+    chosen = COLUMNS
+    if "eager-tuned" in variants and (ours or "hf-torch-compile" in variants):
+        chosen = (*chosen, UNCOMPILED_COLUMN)
+    if "hf-torch-compile" in variants and ours:
+        chosen = (*chosen, PEER_COLUMN)
+    return chosen
 
 
 def dash_or(value: Any, spec: str) -> str:
@@ -73,9 +87,7 @@ def dash_or(value: Any, spec: str) -> str:
 def _cell(key: str, row: dict[str, Any]) -> str:
     if row.get("status") != "ok" and key not in ("model", "variant"):
         return str(row.get("status", "failed")) if key == "samples_per_s" else "-"
-    if (key == "speedup_vs_eager" and row.get("speedup_noisy")) or (
-        key == "ours_vs_peer" and row.get("ours_vs_peer_noisy")
-    ):
+    if key in NOISY_FLAGS and row.get(NOISY_FLAGS[key]):
         return "noisy"
     value = row.get(key)
     if value is None:
@@ -90,7 +102,7 @@ def _cell(key: str, row: dict[str, Any]) -> str:
         return f"{value / MIB:,.0f}"
     if key == "mfu":
         return f"{100 * value:.1f}%"
-    if key in ("speedup_vs_eager", "ours_vs_peer"):
+    if key in ("speedup_vs_eager", "ours_vs_peer", "vs_uncompiled"):
         return f"{value:.2f}x"
     return str(value)
 

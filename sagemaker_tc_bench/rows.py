@@ -105,7 +105,8 @@ RULES = {
     "noisy": "the windows' IQR is above 10% of their median, fewer than 3 windows were measured, or the host's "
     "1-minute load average was above its usable cores; a noisy row's speedup is not printed as a figure",
     "samples_per_s": "batch_size / step_ms",
-    "first_step_s": "wall time of the first optimizer step (includes compilation for compiled variants), s",
+    "first_step_s": "wall time of the first optimizer step (includes compilation for compiled variants), s; "
+    "it is the first of the untimed warm-up every variant runs alike (details.warmup_steps) before the timed steps",
     "peak_memory": "CUDA: torch.cuda.max_memory_allocated during training; CPU: the variant process's peak RSS",
     "recompiles": "dynamo compilations of an already-compiled frame (compile id N/k, k > 0)",
     "mfu": "flops_per_sample * samples_per_s / peak FLOP/s of the GPU for the dtype (null on CPU or unknown GPU)",
@@ -113,6 +114,8 @@ RULES = {
     "forward) ~ 6 N per token (Kaplan et al. 2020, sec. 2.1); attention scores left out",
     "speedup_vs_eager": "eager step_ms / variant step_ms (same model); speedup_range: eager q1 / variant q3 to "
     "eager q3 / variant q1",
+    "vs_uncompiled": "on compiled rows (sagemaker-tc*, hf-torch-compile): the row's samples_per_s / eager-tuned's "
+    "(uncompiled, the same optimizer and attention; same model); vs_uncompiled_noisy when either row is noisy",
     "ours_vs_peer": "on sagemaker-tc rows: the row's samples_per_s / hf-torch-compile's samples_per_s (same model); "
     "ours_vs_peer_range from the quartiles as for speedup_range; ours_vs_peer_noisy when either row is noisy",
 }
@@ -145,6 +148,7 @@ def finish_row(result: dict, baseline: dict | None, *, batch_size: int, seq_len:
     row = dict(result)
     ok = row.get("status") == "ok"
     row.update(speedup_vs_eager=None, speedup_noisy=None, mfu=None, ours_vs_peer=None, ours_vs_peer_noisy=None)
+    row.update(vs_uncompiled=None, vs_uncompiled_noisy=None)
     if ok:
         _add_windows(row, batch_size, seq_len, cores)
     if ok and baseline is not None and baseline.get("status") == "ok":
@@ -183,6 +187,18 @@ def _speedup_range(eager: dict, row: dict) -> list[float] | None:
     if None in (eager["step_ms_q1"], eager["step_ms_q3"], row["step_ms_q1"], row["step_ms_q3"]):
         return None
     return [eager["step_ms_q1"] / row["step_ms_q3"], eager["step_ms_q3"] / row["step_ms_q1"]]
+
+
+def add_uncompiled_ratio(row: dict, uncompiled: dict | None) -> None:
+    """Set ``vs_uncompiled`` (the row's samples/s / the uncompiled same-settings row's,
+    :data:`~sagemaker_tc_bench.variants.UNCOMPILED_SAME_SETTINGS`) and ``vs_uncompiled_noisy`` on a
+    compiled variant's finished row; left None when either did not run or has no step time."""
+    if uncompiled is None or row.get("status") != "ok" or uncompiled.get("status") != "ok":
+        return
+    if not row.get("samples_per_s") or not uncompiled.get("samples_per_s"):
+        return
+    row["vs_uncompiled"] = row["samples_per_s"] / uncompiled["samples_per_s"]
+    row["vs_uncompiled_noisy"] = bool(row["noisy"] or uncompiled["noisy"])
 
 
 def add_peer_ratio(row: dict, peer: dict | None) -> None:

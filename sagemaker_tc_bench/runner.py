@@ -27,7 +27,14 @@ from sagemaker_tc_bench.data import tokenize_sst2
 from sagemaker_tc_bench.errors import BenchError
 from sagemaker_tc_bench.processes import budget_timeout, run_cell
 from sagemaker_tc_bench.suite import DEFAULT_MODELS, check_seq_len, check_size, get_spec
-from sagemaker_tc_bench.variants import BASELINE, DEFAULT_JOB_STEPS, PEER, VARIANTS, check_variant
+from sagemaker_tc_bench.variants import (
+    BASELINE,
+    DEFAULT_JOB_STEPS,
+    PEER,
+    UNCOMPILED_SAME_SETTINGS,
+    VARIANTS,
+    check_variant,
+)
 from sagemaker_tc_bench.worker import WorkerSpec
 
 logger = logging.getLogger(__name__)
@@ -337,7 +344,8 @@ def run_bench(
 
 def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> list[dict]:
     """The rows of one model's variants that have run, each against eager's result (when it ran), and
-    ours (``sagemaker-tc*``) against the peer's (:data:`~sagemaker_tc_bench.variants.PEER`)."""
+    ours (``sagemaker-tc*``) against the peer's (:data:`~sagemaker_tc_bench.variants.PEER`), and each
+    compiled variant against the uncompiled row with the same settings, when it ran."""
     finished = [
         rows.finish_row(
             result,
@@ -350,9 +358,12 @@ def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> 
         for result in results.values()
     ]
     peer = next((row for row in finished if row["variant"] == PEER), None)
+    uncompiled = next((row for row in finished if row["variant"] == UNCOMPILED_SAME_SETTINGS), None)
     for row in finished:
         if row["variant"].startswith("sagemaker-tc"):
             rows.add_peer_ratio(row, peer)
+        if row["variant"].startswith("sagemaker-tc") or row["variant"] == PEER:
+            rows.add_uncompiled_ratio(row, uncompiled)
     return finished
 
 

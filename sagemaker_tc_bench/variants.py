@@ -40,6 +40,9 @@ PLAN_VARIANTS: tuple[str, ...] = ("sagemaker-tc-regional", "sagemaker-tc-model",
 """One compile plan each, from the first step (``--variants`` names them)."""
 ALL_VARIANTS: tuple[str, ...] = VARIANTS + PLAN_VARIANTS
 BASELINE = "eager"
+UNCOMPILED_SAME_SETTINGS = "eager-tuned"
+"""The uncompiled row with the compiled variants' settings (SDPA, fused AdamW): what ``speedup vs
+uncompiled`` divides by, so that no optimizer or attention gain is counted as the compiler's."""
 PEER = "hf-torch-compile"
 """What ``TrainingArguments(torch_compile=True)`` does: the variant ours is compared with."""
 DEFAULT_JOB_STEPS = 10_000

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from sagemaker_tc.compiler.dynamo import CompileWatch, dynamo_stats
+from sagemaker_tc.compiler.planner import COMPILED_PLANS
+from sagemaker_tc.compiler.schedule import EAGER_TRIAL_STEPS, TRIAL_STEPS
 from sagemaker_tc.compiler.steps import StepRecord, StepTimer, steady_median, steady_steps
 
 logger = logging.getLogger(__name__)
@@ -110,7 +112,7 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
         "step_seconds": step_seconds,
         "compiled_during": compiled_during,
         "steady_steps": len(steady),
-        "first_step_s": step_seconds[0],
+        "first_step_s": prepared.details.get("warmup_first_step_s") or step_seconds[0],  # the compiling step
         "step_ms": step_s * 1000 if step_s else None,
         "samples_per_s": spec.batch_size / step_s if step_s else None,
         "tokens_per_s": spec.batch_size * spec.seq_len / step_s if step_s else None,
@@ -137,12 +139,17 @@ def run_variant(spec: WorkerSpec) -> dict[str, Any]:
 MAX_DECISION_STEPS = 60
 """The ``sagemaker-tc`` variant's ``plan="auto"`` decides within its eager steps and three trials
 (5 + 3 x 6 steps); this many steps at most are run before timing starts."""
+WARMUP_STEPS = EAGER_TRIAL_STEPS + len(COMPILED_PLANS) * TRIAL_STEPS
+"""Untimed steps every variant runs before its timed steps, the same rule for all: as many as
+``plan="auto"`` may take to decide (its eager steps and a trial of each of the three plans), so the
+``sagemaker-tc`` variant is not timed after more warm-up than eager and the peer."""
 
 
 def _train(prepared: Any, batches: list, spec: WorkerSpec, autocast: Any) -> tuple[list[StepRecord], list]:
     """``spec.steps`` timed training steps; returns the step records (read back after the last step)
-    and each step's loss (tensors, read after timing). The ``sagemaker-tc`` variant (``plan="auto"``)
-    first trains until its plan is decided; those steps are in ``prepared.details["decision_steps"]``."""
+    and each step's loss (tensors, read after timing). Every variant first runs :data:`WARMUP_STEPS`
+    untimed steps (``prepared.details["warmup_steps"]``; the ``sagemaker-tc`` variant more only when
+    its ``plan="auto"`` takes longer to decide: ``decision_steps``)."""
     model, optimizer = prepared.model, prepared.optimizer
 
     def step(index: int) -> Any:
@@ -153,17 +160,34 @@ def _train(prepared: Any, batches: list, spec: WorkerSpec, autocast: Any) -> tup
         optimizer.step()
         return loss
 
+    warm = StepTimer(use_cuda=spec.device == "cuda")  # the warm-up's first step: the variant's compile
+
+    def warm_step(index: int) -> None:
+        warm.begin_step()
+        step(index)
+        warm.end_step(spec.batch_size)
+
     decided = 0
-    if spec.variant == "sagemaker-tc":
+    if spec.variant != "sagemaker-tc":
+        while decided < WARMUP_STEPS:
+            warm_step(decided)
+            decided += 1
+    else:
         from sagemaker_tc.compiler.session import current_session
 
         runtime = current_session().runtime
         while runtime.decision is None and runtime.fallback_reason is None and decided < MAX_DECISION_STEPS:
-            step(decided)
+            warm_step(decided)
             decided += 1
         prepared.details["decision_steps"] = decided
         prepared.details["plan"] = runtime.final_label()
         prepared.details["plan_decision"] = runtime.decision
+        while decided < WARMUP_STEPS:  # the rest of the warm-up every variant gets
+            warm_step(decided)
+            decided += 1
+    prepared.details["warmup_steps"] = decided
+    warmup = warm.flush()  # one sync, before the timed steps
+    prepared.details["warmup_first_step_s"] = warmup[0].seconds if warmup else None
     timer = StepTimer(use_cuda=spec.device == "cuda")
     watch = CompileWatch(timer.on_compile)
     watch.install()

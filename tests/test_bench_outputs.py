@@ -209,6 +209,26 @@ def test_ours_vs_peer_is_our_samples_per_s_over_the_peers_per_model():
     assert "ours vs peer" not in markdown(_document(alone, ["sagemaker-tc-regional"]))
 
 
+def test_each_compiled_row_is_compared_with_the_uncompiled_row_of_the_same_settings():
+    """Issue 32 point 8: beside 'speedup vs eager' (eager: torch's default AdamW), every compiled row
+    (ours and the peer) gets 'vs uncompiled (same settings)': its samples/s over eager-tuned's (fused
+    AdamW, SDPA, as the compiled variants use), so no optimizer gain is counted as the compiler's."""
+    from sagemaker_tc_bench.runner import _model_rows
+
+    def timed(step_s: float, variant: str) -> dict:
+        return {**result([0.5] + [step_s] * 20), "variant": variant}
+
+    options = resolve_options(models=["gpt2"], batch_size=8, seq_len=64, steps=21)
+    seconds = {"eager": 0.040, "eager-tuned": 0.032, "hf-torch-compile": 0.016, "sagemaker-tc": 0.032}
+    by_variant = {row["variant"]: row for row in _model_rows({v: timed(s, v) for v, s in seconds.items()}, options, 8)}
+    assert by_variant["sagemaker-tc"]["vs_uncompiled"] == pytest.approx(1.0)  # the optimizer's gain is not ours
+    assert by_variant["sagemaker-tc"]["speedup_vs_eager"] == pytest.approx(0.040 / 0.032)
+    assert by_variant["hf-torch-compile"]["vs_uncompiled"] == pytest.approx(2.0)
+    assert by_variant["eager"]["vs_uncompiled"] is None and by_variant["eager-tuned"]["vs_uncompiled"] is None
+    table = markdown(_document(list(by_variant.values()), list(seconds)))
+    assert "| vs uncompiled (same settings) |" in table and "| 2.00x |" in table, table
+
+
 def test_a_failed_rows_traceback_or_last_output_is_summarised_in_the_markdown():
     traceback_text = (
         "Traceback (most recent call last):\n"
@@ -260,3 +280,36 @@ def test_the_time_budget_is_shared_fairly_between_models(monkeypatch):
     assert runner.model_deadline(300.0, 100.0, 2) == 130.0 + 270.0 / 2  # used 30: 135 s each for two
     assert runner.model_deadline(300.0, 100.0, 1) == 250.0 + 150.0  # the last gets all that is left
     assert runner.model_deadline(None, 100.0, 1) is None
+
+
+def test_every_variant_is_timed_after_the_same_warm_up():
+    """Issue 32 point 8: eager and the peer run the same untimed warm-up as ``sagemaker-tc`` (as many
+    steps as ``plan="auto"`` may take to decide) before their timed steps; the first step's time (the
+    compiling one) is kept from the warm-up."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+
+    from sagemaker_tc_bench import worker
+    from sagemaker_tc_bench.variants import PreparedVariant
+
+    calls = []
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 1)
+
+        def forward(self, x):
+            calls.append(1)
+            return SimpleNamespace(loss=self.linear(x).sum())
+
+    model = Tiny()
+    prepared = PreparedVariant(model, torch.optim.AdamW(model.parameters()), {})
+    spec = worker.WorkerSpec("tiny", "tiny", "eager", 2, 1, steps=3, dtype="fp32", device="cpu", data_path="")
+    records, losses = worker._train(prepared, [{"x": torch.ones(2, 2)}], spec, contextlib.nullcontext())
+    assert worker.WARMUP_STEPS == 5 + 3 * 6  # auto's eager steps and a trial of each plan
+    assert len(records) == len(losses) == 3 and len(calls) == worker.WARMUP_STEPS + 3
+    assert prepared.details["warmup_steps"] == worker.WARMUP_STEPS
+    assert prepared.details["warmup_first_step_s"] is not None

@@ -56,9 +56,9 @@ def test_a_new_save_replaces_the_archive_and_removes_the_old_one(tmp_path):
     folder = tmp_path / "inductor"
     cache = CompileCache(str(tmp_path / "cache"), folder)
     cache.load()
-    fill(folder, {"a": "1"})
+    fill(folder, {"fxgraph/a": "1"})
     cache.save()
-    fill(folder, {"b": "2"})
+    fill(folder, {"fxgraph/b": "2"})
     cache.save()
     names = entry_files(tmp_path / "cache")
     assert names.count(META_NAME) == 1 and len([n for n in names if n.endswith(".tar.gz")]) == 1
@@ -92,6 +92,43 @@ def test_a_corrupt_cache_is_ignored_with_a_warning(tmp_path, caplog, damage, rea
     assert not (target / "fxgraph" / "entry").exists()
 
 
+@pytest.mark.parametrize("named", ["../../victim.txt", "../meta.json", "/etc/hostname", 7])
+def test_an_archive_name_outside_the_entry_is_never_read_nor_deleted(tmp_path, named):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    location = tmp_path / "cache"
+    folder = tmp_path / "inductor"
+    cache = CompileCache(str(location), folder)
+    entry = location / cache.key
+    entry.mkdir(parents=True)
+    named = "../" * (len(entry.relative_to(tmp_path).parts)) + "victim.txt" if named == "../../victim.txt" else named
+    (entry / META_NAME).write_text(json.dumps({"archive": named, "sha256": "x"}))
+    outcome = cache.load()
+    assert outcome.state == "cold" and "names no archive" in outcome.reason
+    fill(folder, {"fxgraph/new": "graph"})
+    assert cache.save().state == "saved"  # replaces the bad entry...
+    assert victim.read_text() == "keep me"  # ...and deletes nothing outside it
+    assert len(list(entry.glob("inductor-*.tar.gz"))) == 1
+
+
+def test_a_users_inductor_folder_gives_only_the_compilers_files_to_the_cache(tmp_path):
+    folder = tmp_path / "my-inductor"
+    fill(folder, {".aws/credentials": "secret", "notes.txt": "mine", "data/x.csv": "1", "fxgraph/.hidden": "h"})
+    (folder / "ab").mkdir()
+    (folder / "ab" / "link.so").symlink_to(folder / "notes.txt")
+    cache = CompileCache(str(tmp_path / "cache"), folder)
+    cache.load()
+    fill(folder, {"fxgraph/ab/entry": "graph", "xy/kernel.so": "binary", "triton/0/k.cubin": "k"})
+    assert cache.save().files == 3
+    archive = next((tmp_path / "cache" / cache.key).glob("*.tar.gz"))
+    with tarfile.open(archive) as tar:
+        assert sorted(m.name for m in tar.getmembers() if m.isfile()) == [
+            "fxgraph/ab/entry",
+            "triton/0/k.cubin",
+            "xy/kernel.so",
+        ]
+
+
 def test_entries_of_other_environments_are_stale_not_loaded(tmp_path, caplog):
     other = tmp_path / "cache" / "0123456789abcdef"
     other.mkdir(parents=True)
@@ -109,13 +146,13 @@ def test_s3_cache_round_trip_through_moto(aws, tmp_path):
     source = tmp_path / "source"
     first = CompileCache("s3://compile-cache/team/bert", source)
     assert first.load().reason.startswith("empty")
-    fill(source, {"fxgraph/entry": "graph", "kernel.so": "bin"})
+    fill(source, {"fxgraph/entry": "graph", "xy/kernel.so": "bin"})
     assert first.save().state == "saved"
     keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="compile-cache")["Contents"]]
     assert f"team/bert/{first.key}/{META_NAME}" in keys
     target = tmp_path / "target"
     assert CompileCache("s3://compile-cache/team/bert", target).load().state == "warm"
-    assert (target / "kernel.so").read_text() == "bin"
+    assert (target / "xy/kernel.so").read_text() == "bin"
     # An unreachable bucket is a cold start, not a crash.
     assert CompileCache("s3://no-such-bucket/x", tmp_path / "t2").load().state == "cold"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sagemaker_tc import contract
+from sagemaker_tc_bench.worker import WARMUP_STEPS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
@@ -176,9 +177,14 @@ def test_the_cpu_dry_run_passes_and_brings_back_at_most_8_files(tmp_path):
     assert len(files) <= MAX_FILES and files == EXPECTED_FILES, files
     plans = json.loads((out / "gpu-check-plans.json").read_text())
     rows = {row["variant"]: row for row in plans["results"]}
-    assert list(rows) == ["eager", "hf-torch-compile", "sagemaker-tc"]
+    assert list(rows) == ["eager", "eager-tuned", "hf-torch-compile", "sagemaker-tc"]
     assert all(row["status"] == "ok" for row in rows.values()), [row.get("error") for row in rows.values()]
     assert rows["sagemaker-tc"]["ours_vs_peer"] > 0 and "| ours vs peer |" in (out / "gpu-check-plans.md").read_text()
+    assert rows["sagemaker-tc"]["vs_uncompiled"] > 0 and rows["hf-torch-compile"]["vs_uncompiled"] > 0
+    optimizers = {variant: row["details"]["optimizer"] for variant, row in rows.items() if variant != "eager"}
+    assert set(optimizers.values()) == {"AdamW (fused)"}, optimizers  # the same optimizer beside eager
+    warmups = {row["details"]["warmup_steps"] for row in rows.values()}
+    assert warmups == {WARMUP_STEPS}, warmups  # the same untimed warm-up for every variant
     (plan_row,) = json.loads((out / "gpu-check-each-plan.json").read_text())["results"]
     assert plan_row["variant"] == "sagemaker-tc-regional" and plan_row["status"] == "ok"
     saved_log = (out / "gpu-check.log").read_text()
@@ -191,9 +197,9 @@ def test_the_cpu_dry_run_passes_and_brings_back_at_most_8_files(tmp_path):
 
 @pytest.mark.slow
 def test_the_llama_cpu_dry_run_trains_the_tiny_llama_in_each_variant(tmp_path):
-    """``GPU_CHECK_DRY_RUN=cpu GPU_CHECK_SUITE=llama``: the tiny llama-3.2-1b in eager, the peer and ours,
-    exit 0, its 4 files, the same first loss eager and compiled whole, and an 'ours vs peer' figure.
-    About 35 s on a 2-core CPU."""
+    """``GPU_CHECK_DRY_RUN=cpu GPU_CHECK_SUITE=llama``: the tiny llama-3.2-1b in eager, uncompiled with the
+    compiled rows' settings (eager-tuned), the peer and ours,
+    exit 0, its 4 files, the same first loss eager and compiled whole, and an 'ours vs peer' figure."""
     out = tmp_path / "out"
     env = {name: value for name, value in os.environ.items() if name != contract.ENV_TOKENIZER_JSON}
     env.update(GPU_CHECK_DRY_RUN="cpu", GPU_CHECK_SUITE="llama", OUT=str(out), PYTHON=sys.executable)
@@ -209,7 +215,7 @@ def test_the_llama_cpu_dry_run_trains_the_tiny_llama_in_each_variant(tmp_path):
     document = json.loads((out / "gpu-check-llama.json").read_text())
     assert document["options"]["models"] == ["llama-3.2-1b"] and document["options"]["size"] == "tiny"
     rows = {row["variant"]: row for row in document["results"]}
-    assert list(rows) == ["eager", "hf-torch-compile", "sagemaker-tc"]
+    assert list(rows) == ["eager", "eager-tuned", "hf-torch-compile", "sagemaker-tc"]
     assert all(row["status"] == "ok" for row in rows.values()), [row.get("error") for row in rows.values()]
     assert rows["sagemaker-tc"]["ours_vs_peer"] > 0
     # Same weights and rows: the peer's first loss is eager's (ours times the steps after its plan decision).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_bert
+from conftest import count_block_hooks, tiny_bert
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig
@@ -170,16 +170,33 @@ def test_auto_moves_on_after_a_failed_trial_and_never_chooses_it(inject_into, mo
 
 
 # -- CUDA graphs and unproven techniques ---------------------------------------------------------------
-def test_auto_tries_on_cuda_only_plans_a_committed_gpu_result_backs():
+def test_auto_tries_on_cuda_only_plans_a_committed_gpu_result_shows_paying():
+    assert planner.auto_candidates("cpu") == ("regional", "model", "step")
+    paying = tuple(p for p in planner.COMPILED_PLANS if p in planner.GPU_EVIDENCE and planner.GPU_EVIDENCE[p].pays)
+    assert planner.auto_candidates("cuda") == paying
+    assert "step" not in planner.auto_candidates("cuda")  # no GPU result
+    fields = planner.gpu_evidence_fields("cuda")
+    assert set(fields) == set(planner.COMPILED_PLANS) and fields["step"] is None
+    assert planner.gpu_evidence_fields("cpu") is None
+
+
+@pytest.mark.parametrize("plan", sorted(planner.GPU_EVIDENCE))
+def test_gpu_evidence_is_what_its_committed_file_shows(plan):
+    """Each entry's ratio is recomputed from the file's two rows of one run, which must share the
+    optimizer, attention, batch and dtype (the plan against its own uncompiled configuration)."""
+    import json
     from pathlib import Path
 
-    assert planner.auto_candidates("cpu") == ("regional", "model", "step")
-    assert planner.auto_candidates("cuda") == tuple(p for p in planner.COMPILED_PLANS if p in planner.GPU_EVIDENCE)
-    assert "step" not in planner.auto_candidates("cuda") and "model" not in planner.auto_candidates("cuda")
-    repo = Path(__file__).resolve().parents[1]
-    for evidence in planner.GPU_EVIDENCE.values():  # each entry names result files that are committed
-        for path in (word for word in evidence.split() if word.startswith("benchmarks/results/")):
-            assert (repo / path).is_file(), path
+    evidence = planner.GPU_EVIDENCE[plan]
+    assert evidence.plan == plan
+    result = json.loads((Path(__file__).resolve().parents[1] / evidence.result).read_text())
+    rows = {row["variant"]: row for row in result["results"] if row["model"] == evidence.model}
+    measured, baseline = rows[evidence.variant], rows[evidence.baseline]
+    assert measured["status"] == baseline["status"] == "ok"
+    for setting in ("optimizer", "attn_implementation"):
+        assert measured["details"][setting] == baseline["details"][setting], setting
+    assert result["options"]["device"] == "cuda"
+    assert evidence.speedup == pytest.approx(baseline["step_ms"] / measured["step_ms"], abs=0.005)
 
 
 def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
@@ -195,14 +212,23 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
     explicit.attach(model, TrainingCompilerConfig(plan="step", baseline_steps=0))
     assert set(explicit._functions["step"]) == {"dynamic", "static", "captured"}
     explicit.shapes.set_padding(True)  # bucketed training batches
+    explicit._before_model_call(model, (), batch(0, length=12))  # a training call, padded to its bucket
+    assert explicit._variant(model) == "static"  # accumulation not known yet (a plain loop's first step)
+    explicit.set_accumulation(1)
     assert explicit._variant(model) == "captured"
-    explicit.forwards_per_step = 2  # gradient accumulation
+    explicit.set_accumulation(2)  # gradient accumulation
     assert explicit._variant(model) == "static"
-    explicit.forwards_per_step = 1
+    explicit.set_accumulation(1)
     model.eval()
-    assert explicit._variant(model) == "dynamic"
+    assert explicit._variant(model) == "eager"  # evaluation: eager until compiling it pays
+    explicit.evaluation.compiled_plan = "step"  # as a paying evaluation decision sets it
+    assert explicit._variant(model) == "dynamic"  # never captured, never static
     model.train()
     explicit.shapes.set_padding(False)  # changing shapes
+    explicit._before_model_call(model, (), batch(0, length=12))
+    assert explicit._variant(model) == "dynamic"
+    explicit.shapes.set_padding(True)
+    explicit._before_model_call(model, (), {"input_ids": batch(0)["input_ids"]})  # no mask: never padded
     assert explicit._variant(model) == "dynamic"
     optimizer = torch.optim.AdamW(model.parameters())
     explicit.track_optimizer(optimizer)
@@ -211,8 +237,25 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
 
     auto = runtime.CompilerRuntime()
     auto.attach(small_bert(), TrainingCompilerConfig())
-    assert auto.prepared_plans() == ["regional"] and "captured" not in auto._functions["regional"]
+    assert auto.prepared_plans() == ["model"] and "captured" not in auto._functions["model"]
     auto.detach()
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_a_capturing_mode_applies_to_the_named_plan_only(mode, monkeypatch):
+    """``mode="reduce-overhead"``/``"max-autotune"`` captures the plan the user named; ``auto``'s
+    trials and the plans a failed one steps back to compile the same kernels without CUDA graphs."""
+    monkeypatch.setattr(runtime, "device_of", lambda model: ("cuda", "pretended GPU"))
+    auto = runtime.CompilerRuntime()
+    auto.attach(small_bert(), TrainingCompilerConfig(mode=mode))
+    assert not any("captured" in auto._functions[plan] for plan in auto.prepared_plans())
+    auto.detach()
+
+    named = runtime.CompilerRuntime()
+    named.attach(small_bert(), TrainingCompilerConfig(plan="model", mode=mode, baseline_steps=0))
+    named._prepare("regional")  # where a failure of model steps back to
+    assert "captured" in named._functions["model"] and "captured" not in named._functions["regional"]
+    named.detach()
 
 
 def test_a_plan_is_torch_compiled_only_when_a_call_first_runs_it():
@@ -420,3 +463,88 @@ def test_the_update_guard_holds_when_a_wrapper_passes_closure_none(monkeypatch):
     optimizer.step(None)
     assert failures == ["step"] and state.kind == "as built"  # failed over to the update as built ...
     assert any(not torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))  # ... which ran
+
+
+# -- smaller items of issue 32 (point 10) ----------------------------------------------------------------
+def test_a_recompile_limit_hit_by_the_scripts_own_function_leaves_the_trial_valid(inject_into):
+    """The script compiles a function of its own (static shapes, dynamo's default limit of 8) and
+    calls it with 9 shapes while the regional trial runs: that limit hit is the script's, not the
+    plan's, and the trial stays valid."""
+    from sagemaker_tc.compiler.session import current_session
+
+    inject_into("none", None)
+    own = torch.compile(lambda x: x * 2, backend="eager", dynamic=False)
+    model = small_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
+    for step in range(2):
+        model(**batch(step)).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if step == 0:
+            for rows in range(1, 10):  # 9 shapes, past the limit of 8
+                own(torch.ones(rows))
+    report = current_session().report()
+    assert report["recompile_limit_hit"] is True  # it was hit, and the report says so
+    assert [t["invalid"] for t in report["trials"] if t["plan"] == "regional"] == [None]
+
+
+def test_an_evaluation_only_failure_keeps_the_plan_for_training(inject_into):
+    """A compiled evaluation call fails (its first compiled call: the regional block in eval mode),
+    the same call runs eagerly: evaluation runs eager from then on, training keeps regional."""
+    from sagemaker_tc.compiler.session import current_session
+
+    backend = Inject("call", n=1)
+    inject_into("regional", backend)
+    model = small_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
+    current_session().runtime.evaluation.compiled_plan = "regional"  # as a paying evaluation decision sets it
+    model.eval()
+    with torch.no_grad():
+        evaluated = model(**batch(0)).logits
+    model.train()
+    for step in range(3):
+        model(**batch(step)).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    with torch.no_grad():
+        model(**batch(0))
+    report = current_session().report()
+    assert evaluated.shape == (4, 2) and report["plan_decision"]["failures"] == []
+    assert report["plan"] == "regional" and current_session().runtime.eval_eager == {"regional"}
+
+
+def test_the_eager_rerun_of_a_failed_compiled_call_runs_each_hook_once(inject_into):
+    """A compiled block call that fails is rerun eagerly inside the same module call: its
+    pre-hooks and hooks run once per forward, not again for the rerun."""
+    inject_into("regional", Inject("call", n=2))  # the second compiled block call fails
+    model = small_bert()
+    counts = count_block_hooks(model)
+    with pytest.warns(UserWarning, match="plan regional failed"):
+        report = train(model, TrainingCompilerConfig(plan="regional", baseline_steps=0), steps=2)
+    assert report["plan_decision"]["failures"][0]["plan"] == "regional"
+    assert counts == {(kind, index): 2 for kind in ("pre", "post") for index in range(2)}
+
+
+def test_a_plan_that_hits_its_recompile_limit_ends_instead_of_running_eager_under_its_name(inject_into, monkeypatch):
+    """Past its budget a block would check every cached graph on each call and then run uncompiled,
+    reported as regional: the limit hit ends the plan (kind ``recompile_limit``) and the job steps back."""
+    from sagemaker_tc.compiler.session import current_session
+
+    inject_into("none", None)
+    monkeypatch.setattr(plans, "plan_recompile_budget", lambda regions, buckets: 1)
+    model = small_bert()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    config = TrainingCompilerConfig(plan="regional", baseline_steps=0, buckets=None, dynamic=False)
+    sagemaker_tc.compile_model(model, config)
+    with pytest.warns(UserWarning, match="plan regional failed"):
+        for step in range(3):
+            model(**batch(step, length=8 + 4 * step)).loss.backward()  # a new length each step
+            optimizer.step()
+            optimizer.zero_grad()
+    report = current_session().report()
+    (failure,) = report["plan_decision"]["failures"]
+    assert failure["plan"] == "regional" and failure["kind"] == "recompile_limit"
+    assert report["plan"] == "eager" and report["recompile_limit_hit"] is True

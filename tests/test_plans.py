@@ -236,14 +236,15 @@ def test_our_hooks_make_no_host_sync_on_the_step_path(plan):
 
 def test_the_cuda_timer_reads_events_without_waiting_until_flushed():
     """On CUDA the step timer records events and only queries them (non-blocking) per step; it waits
-    once, in flush(). CUDA is not on this machine: a stand-in event records how it is used."""
+    once, in flush(). Its events go on the model's device (a rank that never called ``set_device``
+    has GPU 0 current). CUDA is not on this machine: a stand-in event records how it is used."""
     from sagemaker_tc.compiler import steps
 
     class Event:
         made = []
 
-        def __init__(self):
-            self.done, self.waited = False, False
+        def __init__(self, device=None):
+            self.done, self.waited, self.device = False, False, device
             Event.made.append(self)
 
         def query(self):
@@ -256,7 +257,8 @@ def test_the_cuda_timer_reads_events_without_waiting_until_flushed():
         def elapsed_time(self, end):
             return 250.0  # ms
 
-    timer = steps.StepTimer(use_cuda=True)
+    model_device = torch.device("cuda", 1)  # only named: nothing runs on it
+    timer = steps.StepTimer(use_cuda=True, device=lambda: model_device)
     original, steps._record_event = steps._record_event, Event
     try:
         for _ in range(3):
@@ -271,6 +273,7 @@ def test_the_cuda_timer_reads_events_without_waiting_until_flushed():
     finally:
         steps._record_event = original
     assert [r.seconds for r in records] == [0.25] * 4 and all(r.samples == 8 for r in records)
+    assert [e.device for e in Event.made] == [model_device] * 8
 
 
 # -- the shape policy and the plan history ---------------------------------------------------------------

@@ -50,6 +50,34 @@ def test_progress_says_how_many_steps_a_kill_lost(tmp_path):
     assert checkpoints.steps_lost(tmp_path, 10) == 7
 
 
+def test_a_trainer_job_with_resume_off_writes_no_progress_file(tmp_path):
+    """Nothing per step that the job did not ask for: without ``resume="auto"`` the Trainer callback
+    writes no progress file into ``output_dir`` (a synced folder, maybe)."""
+    from test_plan_call import trainer_losses
+
+    losses, _ = trainer_losses(tmp_path, TrainingCompilerConfig(backend="eager", resume=None))
+    assert len(losses) == 6 and not (tmp_path / checkpoints.PROGRESS_FILE).exists()
+
+
+def test_a_resumable_trainer_job_records_progress_at_most_every_interval(tmp_path, monkeypatch):
+    """With ``resume="auto"`` rank 0 records progress at the first step, then once per
+    ``PROGRESS_INTERVAL_S`` (a given clock: one step every 20 s against a 60 s interval)."""
+    from types import SimpleNamespace
+
+    from sagemaker_tc.compiler.session import CompilerSession
+    from sagemaker_tc.integrations import trainer_resume
+
+    written = []
+    monkeypatch.setattr(checkpoints, "record_progress", lambda folder, step: written.append(step))
+    session = CompilerSession(TrainingCompilerConfig(resume="auto"))
+    args, control = SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace()
+    for step in range(1, 11):
+        monkeypatch.setattr(trainer_resume, "_clock", lambda step=step: 20.0 * step)
+        state = SimpleNamespace(is_world_process_zero=True, global_step=step)
+        trainer_resume.on_step_end(session, args, state, control)
+    assert written == [1, 4, 7, 10]
+
+
 @pytest.mark.parametrize(
     ("requested", "saved", "runs"),
     [

@@ -1,7 +1,10 @@
 """Compile cache reused across jobs: Inductor's cache folder, saved at job end, restored at job start.
 
-What is kept: the whole ``TORCHINDUCTOR_CACHE_DIR`` (FX graph cache, AOTAutograd cache, and the
-compiled kernels: C++ shared objects on CPU, Triton kernels on GPU). torch's portable "mega-cache"
+What is kept: what the compiler wrote in ``TORCHINDUCTOR_CACHE_DIR`` (FX graph cache, AOTAutograd
+cache, and the compiled kernels: C++ shared objects on CPU, Triton kernels on GPU), by kind: the
+folders torch names (:data:`COMPILER_FOLDERS`) and its two-character code folders; nothing else a
+user's own ``TORCHINDUCTOR_CACHE_DIR`` holds (``.aws/credentials``, notes, data), no hidden file and
+no link. torch's portable "mega-cache"
 (``torch.compiler.save_cache_artifacts()``) leaves the CPU kernels' C++ builds out, so a warm start
 on CPU from it alone still compiles most of the way (ARCHITECTURE.md: 0.87x of cold vs 0.13x with
 the folder); the folder carries both. A restored folder works at a new path (measured: a copied
@@ -15,7 +18,9 @@ Layout at the cache location (a local folder or ``s3://bucket/prefix``), one ent
 ``key`` hashes torch, triton and Python versions, machine and device (:func:`environment`), so a
 cache from another torch, triton or device is never loaded (it is reported as stale). ``meta.json``
 is written last and names its archive by content hash, so a reader sees an old entry or a new one,
-never half of one. Loading checks the archive's sha256; a missing, stale or corrupt cache is ignored
+never half of one. ``meta.json`` names its archive only as ``inductor-<16 hex>.tar.gz`` in its own
+folder: any other name (``../../victim.txt``) makes the entry corrupt, and is never read or deleted.
+Loading checks the archive's sha256; a missing, stale or corrupt cache is ignored
 with a warning (the job compiles cold), never an error.
 
 The launcher loads the cache once per host before any rank starts, and global rank 0 saves it when
@@ -30,6 +35,7 @@ import io
 import json
 import logging
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +52,14 @@ logger = logging.getLogger(__name__)
 
 META_NAME = "meta.json"
 SCHEMA = 1
+# The folders torch writes under TORCHINDUCTOR_CACHE_DIR (torch/_inductor/codecache.py, cpp_builder.py,
+# _functorch/_aot_autograd/autograd_cache.py, _dynamo/package.py, runtime/cache_dir_utils.py), besides
+# the code folders named by two characters of a hash (codecache.get_path: ``basename[1:3]``).
+COMPILER_FOLDERS = frozenset(
+    {"fxgraph", "aotautograd", "triton", "dynamo", "gcc", "cache", "precompiled_headers", "aoti_eager", "torch_cutlass"}
+)
+_CODE_FOLDER_RE = re.compile(r"^[a-z0-9_]{2}$")
+_ARCHIVE_NAME_RE = re.compile(r"^inductor-[0-9a-f]{16}\.tar\.gz$")
 
 
 @dataclass
@@ -172,11 +186,33 @@ class _Store:
         return sorted(p.parent.name for p in self.root.glob(f"*/{META_NAME}"))
 
 
+def compiler_wrote(relative: Path) -> bool:
+    """True for a path (relative to ``TORCHINDUCTOR_CACHE_DIR``) of a kind the compiler writes: under
+    one of :data:`COMPILER_FOLDERS` or a two-character code folder, no part hidden, not a lock file."""
+    parts = relative.parts
+    if len(parts) < 2 or any(part.startswith(".") for part in parts) or relative.name.endswith(".lock"):
+        return False
+    return parts[0] in COMPILER_FOLDERS or bool(_CODE_FOLDER_RE.match(parts[0]))
+
+
 def _files(folder: Path) -> set[str]:
-    """Relative paths of the cache folder's files, lock files left out."""
+    """Relative paths of the compiler's files in the cache folder (:func:`compiler_wrote`); links and
+    whatever else the folder holds are left out."""
     if not folder.is_dir():
         return set()
-    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
+    found = set()
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder)
+        if path.is_file() and not path.is_symlink() and compiler_wrote(relative):
+            found.add(str(relative))
+    return found
+
+
+def archive_name(meta: dict[str, Any]) -> str | None:
+    """The archive ``meta.json`` names, when it is a name this module writes (``inductor-<16 hex>.tar.gz``,
+    in the entry's own folder); None for anything else (a path such as ``../../victim.txt``)."""
+    name = meta.get("archive") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and _ARCHIVE_NAME_RE.match(name) else None
 
 
 def _archive(folder: Path, names: set[str]) -> bytes:
@@ -185,6 +221,14 @@ def _archive(folder: Path, names: set[str]) -> bytes:
         for name in sorted(names):
             tar.add(folder / name, arcname=name, recursive=False)
     return buffer.getvalue()
+
+
+def _previous_archive(meta_bytes: bytes) -> str | None:
+    """The archive an earlier ``meta.json`` names, when it is one of ours (else None: nothing is deleted)."""
+    try:
+        return archive_name(json.loads(meta_bytes))
+    except ValueError:
+        return None
 
 
 class CompileCache:
@@ -246,12 +290,16 @@ class CompileCache:
         self._loaded_files = _files(self.inductor_dir)
 
     def _restore(self, store: _Store, meta: dict[str, Any], outcome: CacheOutcome) -> None:
-        archive = store.read(f"{self.key}/{meta['archive']}")
+        name = archive_name(meta)
+        if name is None:
+            outcome.reason = "corrupt: meta.json names no archive of the form inductor-<16 hex>.tar.gz in its folder"
+            return
+        archive = store.read(f"{self.key}/{name}")
         if archive is None:
-            outcome.reason = f"corrupt: {meta['archive']} named by meta.json is missing"
+            outcome.reason = f"corrupt: {name} named by meta.json is missing"
             return
         if hashlib.sha256(archive).hexdigest() != meta.get("sha256"):
-            outcome.reason = f"corrupt: {meta['archive']} does not match its sha256 in meta.json"
+            outcome.reason = f"corrupt: {name} does not match its sha256 in meta.json"
             return
         staging = Path(tempfile.mkdtemp(prefix="restore-", dir=self.inductor_dir.parent))
         try:
@@ -302,7 +350,7 @@ class CompileCache:
             }
             store.write(f"{self.key}/{META_NAME}", json.dumps(meta, indent=2).encode())
             if old is not None:
-                previous = json.loads(old).get("archive")
+                previous = _previous_archive(old)
                 if previous and previous != name:
                     store.delete(f"{self.key}/{previous}")
             outcome.files, outcome.bytes, outcome.saved_bytes = len(names), len(archive), len(archive)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.compiler import known_wrong, sharding
+from sagemaker_tc.compiler import known_wrong, planner, sharding
 from sagemaker_tc.compiler.dynamo import inductor_cache_counters
 from sagemaker_tc.compiler.report import JobFacts
 from sagemaker_tc.compiler.steps import summarize
@@ -77,7 +77,9 @@ def _plan_decision(session: CompilerSession) -> dict[str, Any] | None:
         "shape_policy": runtime.shapes.describe() if runtime.shapes is not None else None,
         "failures": list(runtime.failures),
         "recompile_budgets": dict(runtime.recompile_budgets),
+        "gpu_evidence": planner.gpu_evidence_fields(runtime.device),
         "optimizer_steps_skipped": runtime.optimizer_steps_skipped(),
+        "evaluation": runtime.evaluation_report(),
         **known_wrong.report_fields(runtime.attached_models(), runtime.config.plan, runtime.final_label()),
     }
 
@@ -85,6 +87,8 @@ def _plan_decision(session: CompilerSession) -> dict[str, Any] | None:
 def _fallback_reason(session: CompilerSession, plan: str | None, records: list) -> str | None:
     runtime = session.runtime
     reason = runtime.fallback_reason if plan == "eager" else None  # a failure stepped back to eager
+    if runtime.config is None and session.script_outcome == "failed":
+        return "the script failed before it attached a model (its own error, in the job's log); nothing was compiled"
     if runtime.config is None or reason is not None or not plan or plan == "eager":
         return reason
     if any(record.variant == plan for record in records):

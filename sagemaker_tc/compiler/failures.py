@@ -29,10 +29,10 @@ class PlanFailures:
     """The plan failures of one job process, in order.
 
     Attributes:
-        records: one dict per failure: ``plan``, ``kind`` (``"compiler_error"`` or
-            ``"out_of_memory"``), ``reason`` (the error's first lines), ``at_step`` (optimizer steps
-            finished before it), ``ends`` (the plans it ended: the plan and :data:`FAILS_WITH`'s), and
-            ``stepped_back_to`` (set by the caller once it knows).
+        records: one dict per failure: ``plan``, ``kind`` (``"compiler_error"``,
+            ``"out_of_memory"`` or ``"recompile_limit"``), ``reason`` (the error's first lines),
+            ``at_step`` (optimizer steps finished before it), ``ends`` (the plans it ended: the plan
+            and :data:`FAILS_WITH`'s), and ``stepped_back_to`` (set by the caller once it knows).
     """
 
     def __init__(self) -> None:

@@ -25,17 +25,53 @@ EAGER = "eager"
 COMPILED_PLANS: tuple[str, ...] = ("regional", "model", "step")
 """Compile plans in the order ``auto`` tries them: cheapest compile first."""
 
-GPU_EVIDENCE: dict[str, str] = {
-    "regional": (
-        "benchmarks/results/gpu-check-h200_202611-cold.json (bert-base, H200, torch 2.11: 1.05x eager at batch 32) "
-        "and benchmarks/results/tested-models_h200_202611.json (1.09x bert-base, 1.27x gpt2 at the max batch)"
-    ),
+
+@dataclass(frozen=True)
+class GpuEvidence:
+    """A committed GPU result for one compile plan: the plan's step time against its own uncompiled
+    configuration (the same optimizer, attention, batch and dtype), both rows of one run.
+
+    Attributes:
+        plan: the compile plan it backs.
+        result: the result file under ``benchmarks/results/`` (a ``sagemaker-tc bench`` run).
+        model: the row's model.
+        variant: the row that measured the plan's graphs: ``sagemaker-tc`` ran the plan itself;
+            ``hf-torch-compile`` (the peer) stands for ``model``, which compiles the same graphs
+            (``tests/test_peer_equivalence.py`` shows it for every tested architecture).
+        baseline: the uncompiled row with the same settings (``eager-tuned``: fused AdamW, SDPA).
+        speedup: baseline step ms / variant step ms, as the file has them (the test recomputes it).
+    """
+
+    plan: str
+    result: str
+    model: str
+    variant: str
+    baseline: str
+    speedup: float
+
+    @property
+    def pays(self) -> bool:
+        """True when the plan's steady step beat its own uncompiled configuration's."""
+        return self.speedup > 1.0
+
+    def describe(self) -> str:
+        """One line for the report and the log: the ratio and where it comes from."""
+        return f"{self.speedup:.2f}x {self.baseline} ({self.model}, {self.variant} row of {self.result})"
+
+
+_H200_COLD = "benchmarks/results/gpu-check-h200_202611-cold.json"
+
+GPU_EVIDENCE: dict[str, GpuEvidence] = {
+    # bert-base, H200, torch 2.11, bf16, batch 32 x 128: the peer 16.78 ms, fused-AdamW eager 33.96 ms.
+    "model": GpuEvidence("model", _H200_COLD, "bert-base-uncased", "hf-torch-compile", "eager-tuned", 2.02),
+    # the same run: regional 35.91 ms against the same 33.96 ms, slower than not compiling.
+    "regional": GpuEvidence("regional", _H200_COLD, "bert-base-uncased", "sagemaker-tc", "eager-tuned", 0.95),
 }
-"""The compile plans a committed GPU result (``benchmarks/gpu_check.sh`` under ``benchmarks/results/``)
-shows ran and paid on a GPU, with that result. ``plan="auto"`` tries only these on CUDA: a plan or
-technique no GPU run has measured (``model``, ``step``, CUDA graphs, the compiled optimizer) stays
-available through an explicit ``plan=`` or config field, never by default. Add an entry only with the
-result file that backs it."""
+"""What committed GPU results (``benchmarks/gpu_check.sh`` under ``benchmarks/results/``) show of each
+compile plan on CUDA. ``plan="auto"`` tries on CUDA only the plans whose entry :attr:`GpuEvidence.pays`:
+a plan or technique no GPU run has measured (``step``, CUDA graphs, the compiled optimizer), or one
+measured slower than its own uncompiled configuration, stays available through an explicit ``plan=``
+or config field, never by default. Change an entry only with the result file that backs it."""
 
 ASSUMED_JOB_STEPS = 1000
 """Optimizer steps assumed for a plain loop that gives no ``expected_steps`` (the report says so)."""
@@ -48,10 +84,19 @@ parts a cache does not skip (dynamo tracing, guards)."""
 
 def auto_candidates(device: str) -> tuple[str, ...]:
     """The compile plans ``plan="auto"`` may try on ``device``, cheapest compile first: every plan on
-    the CPU (where this project measures them), only those :data:`GPU_EVIDENCE` backs on CUDA."""
+    the CPU (where this project measures them), on CUDA only those a :data:`GPU_EVIDENCE` entry shows
+    paying against their own uncompiled configuration."""
     if device != "cuda":
         return COMPILED_PLANS
-    return tuple(plan for plan in COMPILED_PLANS if plan in GPU_EVIDENCE)
+    return tuple(plan for plan in COMPILED_PLANS if plan in GPU_EVIDENCE and GPU_EVIDENCE[plan].pays)
+
+
+def gpu_evidence_fields(device: str) -> dict[str, str | None] | None:
+    """The report's ``plan_decision.gpu_evidence`` on CUDA: each compile plan -> what backs it on a
+    GPU (:meth:`GpuEvidence.describe`), or None where no GPU result does. None on other devices."""
+    if device != "cuda":
+        return None
+    return {plan: GPU_EVIDENCE[plan].describe() if plan in GPU_EVIDENCE else None for plan in COMPILED_PLANS}
 
 
 _WITHOUT_CUDA_GRAPHS = {"reduce-overhead": None, "max-autotune": "max-autotune-no-cudagraphs"}
@@ -64,12 +109,13 @@ def without_cuda_graphs(mode: str | None) -> str | None:
 
 
 def wants_cuda_graphs(plan: str, config: Any) -> bool:
-    """True when the job asked for CUDA graphs on ``plan``'s calls: a mode that captures
-    (``reduce-overhead``, ``max-autotune``), or an explicit ``plan="step"`` with the default mode
-    (the step plan's launch-bound case). ``auto`` never turns them on: no GPU result backs them."""
-    if config.mode in _WITHOUT_CUDA_GRAPHS:
-        return True
-    return plan == "step" and config.plan == "step" and config.mode == "default"
+    """True when the job asked for CUDA graphs on ``plan``'s calls: ``plan`` is the one the config
+    names (never ``auto``'s trials, nor a plan a failed one steps back to) and the mode captures
+    (``reduce-overhead``, ``max-autotune``), or it is ``plan="step"`` with the default mode (the step
+    plan's launch-bound case). ``auto`` never turns them on: no GPU result backs them."""
+    if plan != config.plan:
+        return False
+    return config.mode in _WITHOUT_CUDA_GRAPHS or (plan == "step" and config.mode == "default")
 
 
 @dataclass(frozen=True)
@@ -116,11 +162,14 @@ PRIORS: dict[str, dict[str, Prior]] = {
 
 @dataclass(frozen=True)
 class Measured:
-    """One option measured in this job: steady step and the compile it paid (seconds)."""
+    """One option measured in this job: steady step and the compile it paid (seconds), and how many
+    of its steps compiled (``compile_seconds / compiling_steps``: one compile's seconds, which the
+    evaluation decision weighs, :mod:`.evaluation`)."""
 
     plan: str
     steady_step_seconds: float | None
     compile_seconds: float = 0.0
+    compiling_steps: int = 0
 
 
 @dataclass(frozen=True)

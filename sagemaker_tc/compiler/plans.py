@@ -31,7 +31,7 @@ measured); FSDP1 is not tested.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,8 @@ class GuardedCall:
     (training batches padded to bucket lengths: one graph per bucket) and, where CUDA graphs are
     allowed, ``"captured"``. ``select(module)`` names the variant for this call.
 
-    When the compiled forward raises, the same forward runs eagerly (the hooks do not run again): if
+    When the compiled forward raises, the same forward runs eagerly (the hooks do not run again), on
+    the caller's own arguments when ``before_call`` rewrote them (padding never reaches it): if
     eager works the plan failed (``on_failure(plan, error)`` decides by policy: step back to a safer
     plan, or raise); if eager fails too, the error is the model's own and propagates (an
     out-of-memory error included: the model does not fit eagerly either). ``before_call``, when
@@ -78,8 +79,12 @@ class GuardedCall:
         select: Callable[[Any], str],
         on_failure: Callable[[str, BaseException], None],
         before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
+        on_eval_failure: Callable[[str, BaseException], None] | None = None,
+        running: list[int] | None = None,
     ) -> None:
         self.module_ref = weakref.ref(module)
+        self.on_eval_failure = on_eval_failure or on_failure
+        self.running = running if running is not None else [0]  # compiled calls under way: [count]
         self.plan = plan
         self.functions = functions
         self.select = select
@@ -88,23 +93,47 @@ class GuardedCall:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self.module_ref()
+        original: tuple[tuple, dict] | None = None
         if self.before_call is not None:
-            args, kwargs = self.before_call(module, args, kwargs)
-        return call_with_forward(module, self._forward, args, kwargs)
+            new_args, new_kwargs = self.before_call(module, args, kwargs)
+            if new_args is not args or new_kwargs is not kwargs:
+                original = (args, kwargs)  # the caller's own (unpadded) arguments, for an eager rerun
+            args, kwargs = new_args, new_kwargs
 
-    def _forward(self, module: Any, *args: Any, **kwargs: Any) -> Any:
+        def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._forward(module, args, kwargs, original)
+
+        return call_with_forward(module, forward, args, kwargs)
+
+    def _forward(self, module: Any, args: tuple, kwargs: dict, original: tuple[tuple, dict] | None = None) -> Any:
         """The module's forward for one call (its hooks run around it, eagerly, once): compiled, and
-        rerun eagerly with the same arguments when the compiled call raises."""
-        try:  # the variant is torch.compile'd at its first lookup (PlanVariants): that may fail too
-            function = self.functions.get(self.select(module)) or self.functions["static"]
-            return function(module, *args, **kwargs)
+        rerun eagerly when the compiled call raises, with the caller's ``original`` arguments when
+        ``before_call`` rewrote them (padding never reaches an eager rerun), else the same ones. A
+        failure in evaluation (the module in eval mode) goes to ``on_eval_failure``: it need not end
+        the plan for training."""
+        variant = self.select(module)
+        if variant == planner.EAGER:  # calls of this kind run uncompiled (evaluation after it failed compiled)
+            return plan_forward(module, *args, **kwargs)
+        try:
+            return self._compiled(module, variant, args, kwargs)
         except Exception as error:
             if failures.is_out_of_memory(error):
                 failures.free_device_memory()  # room for the eager rerun
             # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
-            result = plan_forward(module, *args, **kwargs)
-            self.on_failure(self.plan, error)
+            eager_args, eager_kwargs = original if original is not None else (args, kwargs)
+            result = plan_forward(module, *eager_args, **eager_kwargs)
+            (self.on_failure if module.training else self.on_eval_failure)(self.plan, error)
             return result
+
+    def _compiled(self, module: Any, variant: str, args: tuple, kwargs: dict) -> Any:
+        """The compiled call, counted in :attr:`running` while under way (a recompile-limit warning
+        logged then is this plan's, not a function the script compiled itself)."""
+        self.running[0] += 1
+        try:  # the variant is torch.compile'd at its first lookup (PlanVariants): that may fail too
+            function = self.functions.get(variant) or self.functions["static"]
+            return function(module, *args, **kwargs)
+        finally:
+            self.running[0] -= 1
 
 
 @dataclass
@@ -161,6 +190,12 @@ def device_of(model: torch.nn.Module) -> tuple[str, str]:
     return "cuda", torch.cuda.get_device_name(parameter.device)
 
 
+def model_device(model: torch.nn.Module) -> Any:
+    """The ``torch.device`` of ``model``'s first parameter (None for a model without parameters)."""
+    parameter = next(model.parameters(), None)
+    return parameter.device if parameter is not None else None
+
+
 def build_slots(
     model: torch.nn.Module,
     plan: str,
@@ -168,16 +203,19 @@ def build_slots(
     select: Callable[[Any], str],
     on_failure: Callable[[str, BaseException], None],
     before_model_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
+    on_eval_failure: Callable[[str, BaseException], None] | None = None,
+    running: list[int] | None = None,
 ) -> PlanSlots:
     """The slots ``plan`` fills on ``model``: a :class:`GuardedCall` of ``functions`` (the plan's
     compiled variants, compiled lazily at their first call) for each module the plan compiles.
     ``before_model_call`` runs before a call of the model itself (plans that compile the whole
-    model), outside the graph."""
+    model), outside the graph; ``on_eval_failure`` and ``running``: :class:`GuardedCall`'s."""
     slots = PlanSlots(plan)
     for module in plan_modules(model, plan):
         before = before_model_call if module is model else None
         slots.modules.append(module)
-        slots.calls.append(GuardedCall(module, plan, functions, select, on_failure, before))
+        call = GuardedCall(module, plan, functions, select, on_failure, before, on_eval_failure, running)
+        slots.calls.append(call)
     return slots
 
 
@@ -210,26 +248,33 @@ class PlanVariants(Mapping):
         return list(self._compiled)
 
 
-def compile_plan(model: torch.nn.Module, plan: str, config: Any, device: str) -> tuple[PlanVariants, int]:
+def compile_plan(model: torch.nn.Module, plan: str, config: Any) -> tuple[PlanVariants, int]:
     """The compiled variants of ``plan`` (each compiled at its first use: :class:`PlanVariants`) and
     their recompile budget (:func:`~sagemaker_tc.compiler.shapes.plan_recompile_budget`): ``dynamic``
-    and ``static`` without CUDA graphs, and, on CUDA where the job asked for CUDA graphs
+    and ``static`` without CUDA graphs, and, where the job asked for CUDA graphs on this plan
     (:func:`~sagemaker_tc.compiler.planner.wants_cuda_graphs`), ``captured``, which the runtime runs
-    only where torch supports them."""
+    only on a CUDA model where torch supports them (never compiled elsewhere)."""
     kwargs = compile_kwargs(config)
     budget = plan_recompile_budget(len(plan_modules(model, plan)), bucket_count(config.buckets))
     plain = {**kwargs, "mode": planner.without_cuda_graphs(kwargs["mode"])}
     variants = {"dynamic": plain, "static": {**plain, "dynamic": False}}
-    if device == "cuda" and planner.wants_cuda_graphs(plan, config):
+    if planner.wants_cuda_graphs(plan, config):
         variants["captured"] = {**kwargs, "dynamic": False, "mode": kwargs["mode"] or "reduce-overhead"}
     return PlanVariants(plan, budget, variants), budget
 
 
-def describe(config_plan: str, regional: bool, block_class: str | None, num_regions: int) -> str:
-    """One phrase for the log: what the configured plan compiles (``auto``: what it may try)."""
+def describe(
+    config_plan: str, regional: bool, block_class: str | None, num_regions: int, tries: Sequence[str] | None = None
+) -> str:
+    """One phrase for the log: what the configured plan compiles (``auto``: the plans it may try,
+    ``tries``, in order: only those, so a plan ``auto`` leaves out is not listed)."""
     blocks = f"{num_regions} {block_class} blocks" if regional else "the whole model"
     if config_plan == "auto":
-        return f"plan auto (eager steps first, then regional on {blocks}, model, step, as far as they can pay off)"
+        tries = planner.COMPILED_PLANS if tries is None else tries
+        if not tries:
+            return "plan auto (eager: no compile plan to try on this model and device)"
+        named = ", ".join(f"regional on {blocks}" if plan == "regional" else plan for plan in tries)
+        return f"plan auto (eager steps first, then {named}, as far as they can pay off)"
     if config_plan == "regional":
         return f"plan regional ({blocks})"
     return f"plan {config_plan} (the whole model{' and the optimizer update' if config_plan == 'step' else ''})"

@@ -37,6 +37,15 @@ def _group_size() -> int | None:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
 
 
+def backend() -> str | None:
+    """The default process group's backend (``"gloo"``, ``"nccl"``); None when no group is initialized."""
+    if _group_size() is None:
+        return None
+    import torch.distributed as dist
+
+    return str(dist.get_backend())
+
+
 def world_size(environ: Mapping[str, str] | None = None) -> int:
     """Processes training together in the job: :func:`process_group_size` once the group is
     initialized, else ``WORLD_SIZE`` from ``environ`` (default ``os.environ``; torchrun sets it),

@@ -7,7 +7,7 @@ compiled :func:`plan_forward` standing in for ``forward`` (:func:`call_with_forw
 its ``state_dict()`` keys (no ``_orig_mod.`` prefix) and every forward hook, a wrapper's added later
 (FSDP2's) or a probe's on one chosen layer, behave as without the compiler, on every supported torch.
 Dynamo traces only our own function and the forward it calls, never ``nn.Module._call_impl``: how
-torch treats that frame differs between releases (2.13 skips it and compiles ``forward``; 2.6 to
+torch treats that frame differs between releases (2.13 skips it and compiles ``forward``; 2.7 to
 2.12 wrap a copy of it in ``external_utils.wrap_inline``, one code object for every such copy, and
 trace the hooks into the graph, guarding on empty hook dicts).
 """

@@ -26,9 +26,18 @@ from typing import TYPE_CHECKING, Any
 from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import known_wrong, planner, sharding
 from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
+from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls, decide, expected_graphs
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
-from sagemaker_tc.compiler.plans import PlanSlots, build_slots, compile_plan, device_of, plan_leaf_modules, plan_modules
+from sagemaker_tc.compiler.plans import (
+    PlanSlots,
+    build_slots,
+    compile_plan,
+    device_of,
+    model_device,
+    plan_leaf_modules,
+    plan_modules,
+)
 from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.schedule import Schedule
@@ -48,6 +57,7 @@ class _Attached:
     model: Any
     slots: dict[str, PlanSlots]
     hook: Any = None  # the forward pre-hook while the model itself is not compiled
+    after_hook: Any = None  # the forward hook that ends an evaluation call (every plan)
 
 
 class CompilerRuntime:
@@ -69,8 +79,11 @@ class CompilerRuntime:
         self.active = planner.EAGER
         self.fallback_reason: str | None = None
         self.schedule: Schedule | None = None
-        self.device = self.device_name = "cpu"
+        self.device = self.device_name = "cpu"  # the model's, read at its first training call (_check_device)
+        self.model_device: Any = None  # its torch.device: the step timer's events and the ranks' agreement
+        self._device_seen = False
         self.forwards_per_step = 1
+        self.accumulation_known = False  # set by set_accumulation: a Trainer's at attach, a plain loop's after step 1
         self.optimizer_kind: str | None = None
         self.compiles_since: DynamoMark | None = None  # the session's mark: count dynamo's work after it
         self._job_length: tuple[int | None, str] = (None, "unknown")
@@ -81,8 +94,13 @@ class CompilerRuntime:
         self._functions: dict[str, dict[str, Any]] = {}
         self.recompile_budgets: dict[str, int] = {}
         self.failed = PlanFailures()
+        self.eval_eager: set[str] = set()  # plans whose evaluation calls failed compiled: evaluation runs eager
+        self.evaluation = EvaluationCalls(device=lambda: self.model_device)  # eager unless compiling it pays
+        self._compiled_calls = [0]  # compiled calls under way (GuardedCall.running)
         self._skipped_counters: list[StepPlanOptimizer] = []
         self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file
+        self._call = threading.local()  # per call: ``bucketed``, the model call's shapes (_static_shapes)
+        self._unbucketed_shapes: dict[str, set[tuple]] = {}  # plan -> distinct unbucketed training shapes
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
@@ -106,6 +124,7 @@ class CompilerRuntime:
                 for slots in attached.slots.values():
                     slots.uninstall()
                 self._set_pre_hook(attached, enabled=False)
+                self._set_after_hook(attached, enabled=False)
             vars(self).update(saved)
             raise
 
@@ -114,7 +133,8 @@ class CompilerRuntime:
         first = self.config is None
         self.config = config
         if first:
-            self.device, self.device_name = device_of(model)
+            self.device, self.device_name = device_of(model)  # a first guess: the model may move before it trains
+            self.model_device = model_device(model)
             self.shapes = ShapePolicy(config.buckets, model, self.buckets)
         attached = _Attached(model, {})
         if config.compiles:
@@ -122,6 +142,7 @@ class CompilerRuntime:
             for plan in planner.auto_candidates(self.device) if auto else (config.plan,):
                 attached.slots[plan] = self._build(model, plan, config)
         self._attached.append(attached)
+        self._set_after_hook(attached, enabled=config.compiles)
         if config.compiles:
             known_wrong.announce(model, config.plan)  # auto leaves such plans out; explicit: warn
         shown = config.plan if config.plan != "auto" else "regional"
@@ -136,6 +157,7 @@ class CompilerRuntime:
                 device=self.device, modules={p: plan_leaf_modules(model, p) for p in planner.COMPILED_PLANS}
             )
             self.schedule = Schedule(config, workload)
+            self.schedule.model_device = lambda: self.model_device
             self.schedule.set_job_length(*self._job_length)
             if self.resumed_decision is not None:
                 self.schedule.resume(self.resumed_decision, planner.auto_candidates(self.device))
@@ -172,25 +194,38 @@ class CompilerRuntime:
 
     def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
         functions = self._plan_functions(model, plan, config)
-        return build_slots(model, plan, functions, self._variant, self.plan_failed, self._before_model_call)
+        return build_slots(
+            model,
+            plan,
+            functions,
+            self._variant,
+            self.plan_failed,
+            self._before_model_call,
+            on_eval_failure=self.eval_failed,
+            running=self._compiled_calls,
+        )
 
     def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> Mapping[str, Any]:
         """The plan's compiled variants, one set per plan for every attached model
         (:func:`~.plans.compile_plan`)."""
         if plan not in self._functions:
-            self._functions[plan], self.recompile_budgets[plan] = compile_plan(model, plan, config, self.device)
+            self._functions[plan], self.recompile_budgets[plan] = compile_plan(model, plan, config)
         return self._functions[plan]
 
     # -- per call and per step ----------------------------------------------------------------------
     def _static_shapes(self) -> bool:
-        """Training calls have bucketed (static) shapes now: padded by the policy or a collator."""
-        padded_by_policy = self.shapes is not None and self.shapes.padding
-        return padded_by_policy or (self.buckets.active and self.pads_training_batches)
+        """The current training call's shapes are bucketed: every sequence length padded to a bucket, by
+        the policy or a collator, while a compiled plan runs (:meth:`_before_model_call` notes it per
+        call; a call it never saw, positional inputs, audio/vision inputs: not bucketed)."""
+        return self.pads_training_batches and getattr(self._call, "bucketed", False)
 
     def _variant(self, module: Any) -> str:
         """The compiled variant a call runs: ``captured`` (CUDA graphs) only while :meth:`_captures` holds,
-        ``static`` for other bucketed training calls, else ``dynamic``."""
-        if not module.training or not self._static_shapes():
+        ``static`` for other bucketed training calls, else ``dynamic``; an evaluation call (the module
+        in eval mode) ``dynamic`` only once compiling evaluation pays (:mod:`.evaluation`), else eager."""
+        if not module.training:
+            return "dynamic" if self._evaluates_compiled() else planner.EAGER
+        if not self._static_shapes():
             return "dynamic"
         return "captured" if self._captures() else "static"
 
@@ -200,11 +235,36 @@ class CompilerRuntime:
         return self.active != planner.EAGER
 
     def _before_model_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if module.training and not self._device_seen:
+            self._check_device(module)
+        if module.training:
+            self.end_evaluation_run()  # a training call after evaluation calls ends their run
+        elif self.schedule is not None and self.config is not None and self.config.compiles:  # not XLA's
+            self.evaluation.begin_call(_shape_signature(args, kwargs), timed=not self._evaluates_compiled())
         for listener in self._listeners:
             listener(module, args, kwargs)
-        if module.training and self.shapes is not None:
-            kwargs = self.shapes.apply(kwargs)
+        bucketed = False
+        if module.training and self.shapes is not None and not _holds_tensor(args):
+            kwargs, bucketed = self.shapes.bucket(kwargs)
+        self._call.bucketed = bucketed
+        if module.training and not bucketed and self.pads_training_batches:
+            self._note_unbucketed(args, kwargs)
         return args, kwargs
+
+    def _note_unbucketed(self, args: tuple, kwargs: Mapping[str, Any]) -> None:
+        """Count the distinct shapes of the training calls a compiled plan runs unbucketed (dynamic
+        variant); past the plan's recompile budget its trial is not to be trusted (never chosen, and
+        the report says why)."""
+        plan = self.active
+        shapes = self._unbucketed_shapes.setdefault(plan, set())
+        budget = self.recompile_budgets.get(plan)
+        if budget is None or len(shapes) > budget:
+            return  # no budget, or already past it (the set stops growing)
+        shapes.add(_shape_signature(args, kwargs))
+        if len(shapes) > budget and self.schedule is not None:
+            self.schedule.invalidate(
+                plan, f"{len(shapes)} distinct unbucketed input shapes, above its recompile budget of {budget}"
+            )
 
     def _pre_hook(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         new_args, new_kwargs = self._before_model_call(module, args, kwargs)
@@ -230,9 +290,93 @@ class CompilerRuntime:
                 self._activate(self._effective(plan))
 
     def _available_plans(self) -> list[str]:
-        """The prepared plans ``auto`` may still try: allowed on the models and not failed."""
+        """The prepared plans ``auto`` may still try on the model's device now: allowed on the models
+        and not failed (a decision: the device is read again)."""
+        model = self.first_model()
+        if model is not None:
+            self._check_device(model)
         failed = self.failed.ended()
-        return [plan for plan in self.prepared_plans() if self._allowed(plan) and plan not in failed]
+        return [plan for plan in self.auto_plans() if plan not in failed]
+
+    def auto_plans(self) -> list[str]:
+        """The prepared plans ``auto`` may try on the device as known now, cheapest first: a committed
+        GPU result backs them on CUDA (:func:`~.planner.auto_candidates`), and :meth:`_allowed`."""
+        candidates = planner.auto_candidates(self.device)
+        return [plan for plan in self.prepared_plans() if plan in candidates and self._allowed(plan)]
+
+    def _check_device(self, model: Any) -> None:
+        """Read the device ``model`` trains on (its parameters'): at its first training call, since a
+        plain loop may call ``model.to("cuda")`` after ``compile_model``, and at each decision. The
+        planner's priors, ``auto``'s candidates, CUDA graphs, the step timer's events and the ranks'
+        agreement follow it; the report and history name it."""
+        self._device_seen = True
+        device, name = device_of(model)
+        self.model_device = model_device(model)
+        if (device, name) != (self.device, self.device_name):
+            logger.info("Compiler: the model trains on %s (it was on %s when compiled)", name, self.device_name)
+            self.device, self.device_name = device, name
+            if self.schedule is not None:
+                self.schedule.workload.device = device
+
+    # -- evaluation ---------------------------------------------------------------------------------
+    def _after_model_call(self, module: Any, args: tuple, output: Any) -> None:
+        if not module.training:
+            self.evaluation.end_call()
+
+    def _evaluates_compiled(self) -> bool:
+        """Evaluation calls run the active plan's compiled variant: compiling them was shown to pay
+        under this plan (:meth:`end_evaluation_run`) and no compiled evaluation call of it failed."""
+        plan = self.active
+        return self.evaluation.compiled_plan == plan and plan not in self.eval_eager
+
+    def set_evaluation_runs(self, runs: int | None, source: str) -> None:
+        """The evaluation runs the job makes in all (a ``Trainer``'s, from its evaluation strategy;
+        ``source`` names it for the report). Unknown (never set): evaluation stays eager."""
+        self.evaluation.set_expected_runs(runs, source)
+
+    def end_evaluation_run(self) -> None:
+        """An evaluation run ended (the first training call after evaluation calls, or the
+        ``Trainer``'s ``on_evaluate``): while evaluation runs eager under a compiled plan, decide
+        again whether compiling it pays (:func:`~.evaluation.decide`) and switch when it does."""
+        if not self.evaluation.end_run() or self._evaluates_compiled():
+            return
+        plan = self.active
+        if plan == planner.EAGER:
+            self.evaluation.choice = {"runs": "eager", "reason": "eager: training runs no compiled plan"}
+            return
+        choice = decide(self._evaluation_inputs(plan))
+        self.evaluation.choice = choice
+        if choice["runs"] == "compiled":
+            self.evaluation.compiled_plan = plan
+            logger.info("COMPILE PLAN: evaluation runs %s from now on, %s", plan, choice["reason"])
+        else:
+            logger.info("Compiler: evaluation stays eager under %s: %s", plan, choice["reason"])
+
+    def _evaluation_inputs(self, plan: str) -> EvalInputs:
+        """What the evaluation decision under ``plan`` is made from, as measured in this job so far
+        (:class:`~.evaluation.EvalInputs`; None where not measured)."""
+        measured = self.schedule.measured if self.schedule is not None else {}
+        eager, ours = measured.get(planner.EAGER), measured.get(plan)
+        speedup = per_compile = None
+        if eager is not None and ours is not None and eager.steady_step_seconds and ours.steady_step_seconds:
+            speedup = eager.steady_step_seconds / ours.steady_step_seconds
+        if ours is not None and ours.compiling_steps > 0:
+            per_compile = ours.compile_seconds / ours.compiling_steps
+        dynamic = self.config.dynamic if self.config is not None else None
+        return EvalInputs(
+            plan=plan,
+            remaining_calls=self.evaluation.remaining_calls(),
+            eager_call_seconds=self.evaluation.eager_call_seconds(),
+            training_speedup=speedup,
+            graphs=expected_graphs(self.evaluation.shapes, dynamic),
+            seconds_per_compile=per_compile,
+        )
+
+    def evaluation_report(self) -> dict[str, Any]:
+        """The report's ``plan_decision.evaluation``: how evaluation runs (``eager`` or ``compiled``),
+        why, and the figures it was decided on (:meth:`~.evaluation.EvaluationCalls.report`)."""
+        failed = self.evaluation.compiled_plan is not None and self.evaluation.compiled_plan in self.eval_eager
+        return self.evaluation.report(compiled_failed=failed)
 
     # -- activation ---------------------------------------------------------------------------------
     def _activate(self, plan: str) -> None:
@@ -267,6 +411,18 @@ class CompilerRuntime:
             attached.hook.remove()
             attached.hook = None
 
+    def _set_after_hook(self, attached: _Attached, *, enabled: bool) -> None:
+        """The forward hook that ends an evaluation call of ``attached.model`` (it runs when the
+        forward raises too), on every plan: the model's own call runs its hooks under each."""
+        if enabled and attached.after_hook is None:
+            import torch
+
+            hook = torch.compiler.disable(self._after_model_call)
+            attached.after_hook = attached.model.register_forward_hook(hook, always_call=True)
+        elif not enabled and attached.after_hook is not None:
+            attached.after_hook.remove()
+            attached.after_hook = None
+
     def _enter_step_optimizer(self, optimizer: Any) -> None:
         state = StepPlanOptimizer(optimizer, on_failure=self.plan_failed)
         compile_update = bool(self.config is not None and self.config.compile_optimizer)
@@ -275,9 +431,22 @@ class CompilerRuntime:
         self._skipped_counters.append(state)
 
     def _captures(self) -> bool:
-        """CUDA graphs may run now: static shapes, one process (no DDP/FSDP), no gradient accumulation
-        (cudagraph trees support neither collectives across ranks nor gradients kept across replays)."""
-        return self._static_shapes() and process_group_size() == 1 and self.forwards_per_step == 1
+        """CUDA graphs may run now: a CUDA model, static shapes, one process (no DDP/FSDP), and gradient
+        accumulation known to be off (cudagraph trees support neither collectives across ranks nor
+        gradients kept across replays; a plain loop's accumulation is known after its first step, so
+        that step never runs captured)."""
+        return (
+            self.device == "cuda"
+            and self._static_shapes()
+            and process_group_size() == 1
+            and self.accumulation_known
+            and self.forwards_per_step == 1
+        )
+
+    def set_accumulation(self, forwards: int) -> None:
+        """Gradient accumulation is known: ``forwards`` training forwards per optimizer step (at least 1)."""
+        self.forwards_per_step = max(1, int(forwards))
+        self.accumulation_known = True
 
     def prepared_plans(self) -> list[str]:
         """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
@@ -296,6 +465,7 @@ class CompilerRuntime:
         self._activate(planner.EAGER)
         for attached in self._attached:
             self._set_pre_hook(attached, enabled=False)
+            self._set_after_hook(attached, enabled=False)
 
     # -- failure ---------------------------------------------------------------------------------
     def plan_failed(self, plan: str, error: BaseException) -> None:
@@ -312,11 +482,16 @@ class CompilerRuntime:
         reason = error_summary(error)
         if not out_of_memory and self.config is not None and self.config.policy == "strict":
             raise CompilerError(f"plan {plan!r} failed and policy='strict' does not fall back: {reason}") from error
+        self._end_plan(plan, "out_of_memory" if out_of_memory else "compiler_error", reason)
+
+    def _end_plan(self, plan: str, kind: str, reason: str) -> None:
+        """``plan`` never runs again in this job: record it (``kind``), invalidate its measurements,
+        step back to the next safer plan (or eager) and say so."""
         with self._lock:
             if plan in self.failed.ended():
                 return  # another region of the same plan, in the same step: handled
             step = self.schedule.steps if self.schedule is not None else 0
-            failure = self.failed.record(plan, "out_of_memory" if out_of_memory else "compiler_error", reason, step)
+            failure = self.failed.record(plan, kind, reason, step)
             if self.schedule is not None:
                 for name in failure["ends"]:
                     self.schedule.invalidate(name, f"{failure['kind']}: {reason}" if name == plan else f"{plan} failed")
@@ -325,6 +500,28 @@ class CompilerRuntime:
                 self.fallback_reason = f"plan {plan} failed at step {step}; training continues eager: {reason}"
             self._activate(target)
         announce(failure)
+
+    def eval_failed(self, plan: str, error: BaseException) -> None:
+        """A compiled evaluation call of ``plan`` (module in eval mode) failed while the same call ran
+        eagerly: evaluation runs eager from now on, training keeps ``plan`` (its own calls did not
+        fail). Under ``policy="strict"`` (and for an out-of-memory error) it is :meth:`plan_failed`.
+
+        Raises:
+            CompilerError: under ``policy="strict"``, as :meth:`plan_failed`.
+        """
+        strict = self.config is not None and self.config.policy == "strict"
+        if strict or is_out_of_memory(error):
+            self.plan_failed(plan, error)
+            return
+        if plan not in self.eval_eager:
+            self.eval_eager.add(plan)
+            logger.warning(
+                "COMPILE PLAN: %s failed in an evaluation call (%s); evaluation runs eager from now on, "
+                "training keeps %s",
+                plan,
+                error_summary(error),
+                plan,
+            )
 
     def backward_failed(self, plan: str, error: BaseException) -> str:
         """``plan``'s compiled backward raised in ``loss.backward()`` (:mod:`.backward`): end it as
@@ -370,9 +567,22 @@ class CompilerRuntime:
                 attached.slots[plan] = self._build(attached.model, plan, self.config)
 
     def recompile_limit_hit(self, message: str) -> None:
-        """Dynamo hit a recompile limit while the active plan ran: its trial ran partly eager, so invalid."""
-        if self.active != planner.EAGER and self.schedule is not None:
-            self.schedule.invalidate(self.active, f"recompile limit hit: {message[:200]}")
+        """Dynamo hit a recompile limit while the active plan ran: its trial ran partly eager, so
+        invalid, and the plan ends (kind ``recompile_limit``, under either policy: this runs inside
+        dynamo's frame evaluation, where raising is not the user's error): past its limit each call of
+        the frame would walk every cached guard and then run uncompiled, under the plan's name. A
+        limit hit by a function the script compiled itself (no plan call under way, and not one of the
+        plans' ``plan_forward__*`` code objects) is not the plan's."""
+        ours = self._compiled_calls[0] > 0 or "plan_forward__" in message
+        if not ours:
+            logger.info("Recompile limit hit outside the compile plan's calls (the script's own compiled code)")
+            return
+        plan = self.active
+        if plan == planner.EAGER:
+            return
+        if self.schedule is not None:
+            self.schedule.invalidate(plan, f"recompile limit hit: {message[:200]}")
+        self._end_plan(plan, "recompile_limit", message[:200])
 
     # -- what the report reads -------------------------------------------------------------------
     def trials(self) -> list[dict[str, Any]]:
@@ -408,3 +618,18 @@ class CompilerRuntime:
         """The plan the job runs at the end."""
         chosen = self.schedule.chosen if self.schedule is not None else None
         return self._effective(chosen, prepare=False) if chosen else self.active
+
+
+def _holds_tensor(values: tuple) -> bool:
+    """A positional argument is a tensor (the shape policy pads keyword arguments only)."""
+    import torch
+
+    return any(isinstance(value, torch.Tensor) for value in values)
+
+
+def _shape_signature(args: tuple, kwargs: Mapping[str, Any]) -> tuple:
+    """The shapes of a call's tensor arguments (no tensor is read)."""
+    import torch
+
+    named = [(str(i), v) for i, v in enumerate(args)] + sorted(kwargs.items(), key=lambda item: item[0])
+    return tuple((name, tuple(value.shape)) for name, value in named if isinstance(value, torch.Tensor))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagemaker_tc.compiler import planner
-from sagemaker_tc.compiler.ranks import process_group_size
+from sagemaker_tc.compiler.ranks import backend, process_group_size
 from sagemaker_tc.compiler.steps import StepRecord, steady_median
 from sagemaker_tc.config import TrainingCompilerConfig
 
@@ -66,6 +66,7 @@ class Schedule:
         self.steps = 0
         self.phase_start = 0
         self.invalid: dict[str, str] = {}
+        self.model_device: Callable[[], Any] = lambda: None  # where the ranks' agreement is staged
 
     def first_plan(self, default: str) -> str:
         """The plan the first step runs (``default`` when the config compiles nothing)."""
@@ -99,7 +100,7 @@ class Schedule:
         when the saved requested plan is this job's; for ``auto``, the plan ``auto`` chose, when it
         is one this job can run (``available``, or eager). Rank 0's file, on every rank (a
         collective). Returns False (and changes nothing) when it does not apply."""
-        saved = agree_across_ranks(saved)
+        saved = agree_across_ranks(saved, self.model_device())
         requested = saved.get("requested")
         chosen = (saved.get("decision") or {}).get("chosen") if self.auto else requested
         runnable = chosen == planner.EAGER or chosen in available or not self.auto
@@ -127,8 +128,16 @@ class Schedule:
     def _measure(self, phase: Phase, records: list[StepRecord]) -> None:
         ran = [r for r in records[self.phase_start : self.steps] if r.variant == phase.plan]
         steady = None if phase.plan in self.invalid else steady_median(ran)
-        compile_seconds = sum(max(0.0, r.seconds - steady) for r in ran if r.compiled_during) if steady else 0.0
-        self.measured[phase.plan] = planner.Measured(phase.plan, steady, compile_seconds)
+        compiling = sum(1 for r in ran if r.compiled_during)
+        self.measured[phase.plan] = planner.Measured(phase.plan, steady, self._compile_seconds(ran, steady), compiling)
+
+    def _compile_seconds(self, ran: list[StepRecord], steady: float | None) -> float:
+        """What the compiling steps of ``ran`` took beyond a steady step: the plan's own steady step,
+        else (every step compiled, or the trial is invalid) the eager step, else nothing subtracted;
+        never 0 for a trial that compiled (the report's top-level figure counts the same steps)."""
+        eager = self.measured.get(planner.EAGER)
+        reference = steady or (eager.steady_step_seconds if eager is not None else None) or 0.0
+        return sum(max(0.0, r.seconds - reference) for r in ran if r.compiled_during)
 
     def _plan_next(self, available: Sequence[str]) -> None:
         """``auto``: the next trial, or the final choice: rank 0's, on every rank (one broadcast, so
@@ -142,7 +151,7 @@ class Schedule:
         measured = list(self.measured.values())
         plan, projections = planner.next_trial(measured, candidates, self.workload, remaining)
         choice, final = planner.choose(measured, remaining)
-        plan, choice = agree_across_ranks((plan, choice))
+        plan, choice = agree_across_ranks((plan, choice), self.model_device())
         if plan is not None:
             self.phases.append(Phase(plan, TRIAL_STEPS, trial=True))
             logger.info("Compile plan trial: %s next (projections: %s)", plan, describe(projections))
@@ -172,7 +181,8 @@ class Schedule:
         if self.phases and self.phases[0].trial and self.steps > self.phase_start:
             plan = self.phases[0].plan
             ran = [r for r in records[self.phase_start : self.steps] if r.variant == plan]
-            measured.setdefault(plan, planner.Measured(plan, None if plan in self.invalid else steady_median(ran)))
+            steady = None if plan in self.invalid else steady_median(ran)
+            measured.setdefault(plan, planner.Measured(plan, steady, self._compile_seconds(ran, steady)))
         return [
             {
                 "plan": m.plan,
@@ -205,13 +215,22 @@ def describe(projections: Sequence[planner.Projection]) -> str:
     return ", ".join(f"{p.plan} {p.seconds:.1f} s ({p.basis})" for p in projections) or "none"
 
 
-def agree_across_ranks(choice: Any) -> Any:
+def agree_across_ranks(choice: Any, device: Any = None) -> Any:
     """Rank 0's ``choice`` (any picklable value) on every rank when torch.distributed is initialized
-    (else ``choice``). A collective: every rank must call it at the same step."""
+    (else ``choice``). A collective: every rank must call it at the same step.
+
+    Args:
+        choice: the value to agree on.
+        device: the ``torch.device`` the model trains on. On a backend other than gloo (NCCL) the
+            object is staged there: left to itself ``broadcast_object_list`` stages it on the
+            *current* CUDA device, GPU 0 on every rank of a script that never calls
+            ``torch.cuda.set_device`` (torch's note on the function). gloo stages on the host.
+    """
     import torch.distributed as dist
 
     if process_group_size() == 1:
         return choice
     box = [choice]
-    dist.broadcast_object_list(box, src=0)
+    on_host = device is None or getattr(device, "type", "cpu") == "cpu" or backend() == "gloo"
+    dist.broadcast_object_list(box, src=0, device=None if on_host else device)
     return box[0]

@@ -125,7 +125,7 @@ class CompilerSession:
         self.writes_report = writes_report
         self.job_cache = job_cache
         self.buckets = BucketStats()
-        self.timer = StepTimer(label=lambda: self.runtime.current_label())
+        self.timer = StepTimer(label=lambda: self.runtime.current_label(), device=lambda: self.runtime.model_device)
         self.runtime = _runtime_class(config)(self.buckets, self.timer)
         self.timer.add_step_end_callback(self.runtime.after_step)
         self.watch = CompileWatch(self.timer.on_compile, on_limit_hit=self.runtime.recompile_limit_hit)
@@ -136,6 +136,8 @@ class CompilerSession:
         self.step_watcher: StepWatcher | None = None  # the plain-loop integration's (compile_model)
         self.stop: StopSignal | None = None  # a job launcher's: SIGTERM stops at a step boundary
         self.resumed_from: dict[str, Any] | None = None  # set by compiler.resume.begin
+        self.script_outcome: str | None = None  # a job launcher's: "finished" or "failed", set before close
+        self.progress_recorded_at: float | None = None  # a Trainer job's last progress record (monotonic s)
         self.state = "new"
         self._undo: list[Callable[[], None]] = []
         self.limits = DynamoLimits()
@@ -307,6 +309,17 @@ class CompilerSession:
         unknown (1,000 steps are assumed)."""
         self.runtime.set_job_length(steps, source)
 
+    def set_evaluation_runs(self, runs: int | None, source: str) -> None:
+        """The evaluation runs the job makes in all (a ``Trainer``'s evaluation strategy; ``source``
+        names it for the report). Never set: unknown, and evaluation stays eager under every plan
+        (:mod:`sagemaker_tc.compiler.evaluation`)."""
+        self.runtime.set_evaluation_runs(runs, source)
+
+    def end_evaluation_run(self) -> None:
+        """An evaluation run ended (a ``Trainer``'s ``on_evaluate``): the runtime decides whether
+        compiling evaluation pays from here on (a training call after evaluation calls does the same)."""
+        self.runtime.end_evaluation_run()
+
     @property
     def accumulation(self) -> int:
         """Forwards (micro-batches) per optimizer step, as last set by :meth:`set_accumulation` (1)."""
@@ -315,7 +328,7 @@ class CompilerSession:
     def set_accumulation(self, forwards: int) -> None:
         """Gradient accumulation: ``forwards`` training forwards (micro-batches) per optimizer step,
         at least 1 (CUDA graphs run only with 1: :meth:`CompilerRuntime._captures`)."""
-        self.runtime.forwards_per_step = max(1, int(forwards))
+        self.runtime.set_accumulation(forwards)
 
     @property
     def device_name(self) -> str:

@@ -28,7 +28,10 @@ tokens when it saves compiles), on the right, so nothing waits for the device; w
 
 Works on the mapping batches Hugging Face collators produce (``input_ids``, ``attention_mask``,
 ``token_type_ids``, ``labels``, ...): every tensor whose dim 1 has the batch's sequence length is
-padded along dim 1 with its key's pad value.
+padded along dim 1 with its key's pad value. A policy pads only a batch that padding keeps exact
+(:func:`padding_dims`: a 2-D attention mask padded with it, or a causal model with ``-100`` labels;
+never other masks, packed sequences or audio/vision inputs), and an encoder-decoder's decoder length
+(``labels``, ``decoder_input_ids``, ``decoder_attention_mask``) to a bucket of its own.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ _LENGTH_KEYS = ("input_ids", "attention_mask", "inputs_embeds")
 # Pad value per key; other keys pad with 0. -100 is PyTorch's CrossEntropyLoss ignore_index, the
 # value Hugging Face collators pad labels with.
 _PAD_VALUES = {"labels": -100, "attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
+# An encoder-decoder model's second sequence dimension: its decoder's inputs and the labels (the
+# length is read from them in this order).
+_DECODER_KEYS = ("decoder_input_ids", "decoder_attention_mask", "labels", "decoder_inputs_embeds")
+# Packed sequences (flash-attention varlen, Hugging Face's DataCollatorWithFlattening): never padded.
+_PACKED_KEYS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
+# Audio and vision inputs whose size varies along a dimension the policy does not pad.
+_UNPADDED_INPUT_KEYS = ("input_values", "input_features", "pixel_values", "pixel_values_videos")
 
 
 def auto_buckets(max_length: int | None) -> list[int]:
@@ -104,14 +114,68 @@ def rounded_up(length: int, granularity: int, max_length: int | None) -> int:
     return target
 
 
-def _sequence_length(batch: Mapping[str, Any]) -> int | None:
+def _sequence_length(batch: Mapping[str, Any], keys: Sequence[str] = _LENGTH_KEYS) -> int | None:
     import torch
 
-    for key in _LENGTH_KEYS:
+    for key in keys:
         value = batch.get(key)
         if isinstance(value, torch.Tensor) and value.dim() >= 2:
             return int(value.shape[1])
     return None
+
+
+def padding_dims(
+    batch: Mapping[str, Any], causal: bool = False, encoder_decoder: bool = False
+) -> dict[str, int] | None:
+    """The sequence lengths of a call's keyword arguments that right padding keeps exact (shapes only:
+    no tensor is read), or None when the call cannot be padded exactly.
+
+    A dimension pads exactly when a 2-D attention mask of its length is padded with it (``attention_mask``;
+    ``decoder_attention_mask`` for a decoder), or, without a mask, when attention along it is causal and
+    its ``labels`` (padded with -100, ignored by the loss) have its length. Never with a 3-D/4-D mask,
+    packed sequences (:data:`_PACKED_KEYS`, or ``position_ids`` without a mask) or audio/vision inputs.
+
+    Args:
+        batch: the call's keyword arguments; sequence tensors are ``[B, T, ...]``.
+        causal: the model is a decoder-only causal model (:func:`~sagemaker_tc._hf_internals.is_causal_lm`).
+        encoder_decoder: the model is an encoder-decoder (``config.is_encoder_decoder``): the decoder's
+            inputs and the labels (:data:`_DECODER_KEYS`) are a second dimension, causal.
+
+    Returns:
+        ``{"encoder": T}``, plus ``"decoder": T'`` for an encoder-decoder call with decoder inputs.
+    """
+    import torch
+
+    if any(key in batch for key in _PACKED_KEYS):
+        return None
+    if any(isinstance(batch.get(key), torch.Tensor) for key in _UNPADDED_INPUT_KEYS):
+        return None
+    length = _sequence_length(batch)
+    labels = None if encoder_decoder or not causal else "labels"
+    if length is None or not _pads_exactly(batch, length, "attention_mask", labels, "position_ids"):
+        return None
+    dims = {"encoder": length}
+    decoder = _sequence_length(batch, _DECODER_KEYS) if encoder_decoder else None
+    if decoder is not None:
+        if not _pads_exactly(batch, decoder, "decoder_attention_mask", "labels", "decoder_position_ids"):
+            return None
+        dims["decoder"] = decoder
+    return dims
+
+
+def _pads_exactly(
+    batch: Mapping[str, Any], length: int, mask_key: str, labels_key: str | None, positions_key: str
+) -> bool:
+    """Right padding of one sequence dimension of ``length`` keeps the result (:func:`padding_dims`)."""
+    import torch
+
+    mask = batch.get(mask_key)
+    if mask is not None:
+        return isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.shape[1] == length
+    if labels_key is None or batch.get(positions_key) is not None:
+        return False  # bidirectional attention would see the padding; position ids may mark packed sequences
+    labels = batch.get(labels_key)
+    return isinstance(labels, torch.Tensor) and labels.dim() == 2 and labels.shape[1] == length
 
 
 def _pads_left(batch: Mapping[str, Any]) -> bool:
@@ -148,8 +212,16 @@ def pad_to_bucket(
     return _padded(batch, length, bucket_for(length, buckets), pad_token_id, left)
 
 
-def _padded(batch: Mapping[str, Any], length: int, target: int, pad_token_id: int, left: bool | None) -> dict[str, Any]:
-    """``batch`` (sequence length ``length``) with its sequence tensors padded to ``target``."""
+def _padded(
+    batch: Mapping[str, Any],
+    length: int,
+    target: int,
+    pad_token_id: int,
+    left: bool | None,
+    keys: Callable[[str], bool] | None = None,
+) -> dict[str, Any]:
+    """``batch`` (sequence length ``length``) with its sequence tensors padded to ``target`` (only
+    those whose key ``keys`` accepts, when given)."""
     import torch
 
     out = dict(batch)
@@ -158,6 +230,8 @@ def _padded(batch: Mapping[str, Any], length: int, target: int, pad_token_id: in
     left = _pads_left(batch) if left is None else left
     for key, value in batch.items():
         if not isinstance(value, torch.Tensor) or value.dim() < 2 or value.shape[1] != length:
+            continue
+        if keys is not None and not keys(key):
             continue
         fill = pad_token_id if key == "input_ids" else _PAD_VALUES.get(key, 0)
         pad_shape = list(value.shape)
@@ -191,35 +265,56 @@ class ShapePolicy:
         pad_token_id: int | None = None,
         left: bool | None = False,
     ) -> None:
+        from sagemaker_tc._hf_internals import is_causal_lm
+
         self.setting = setting
         self.stats = stats
         max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         self.max_length = max_length if isinstance(max_length, int) and max_length > 0 else None
         self.pad_token_id = pad_token_id_for(model) if pad_token_id is None else pad_token_id
         self.left = left
+        self.causal = is_causal_lm(model)
+        self.encoder_decoder = getattr(getattr(model, "config", None), "is_encoder_decoder", False) is True
         self.seen: Counter[int] = Counter()
+        self.seen_decoder: Counter[int] = Counter()
         self.granularity: int | None = None
+        self.decoder_granularity: int | None = None
         self.padding = False
         if setting is not None and stats is not None:
             stats.policy = "fixed" if isinstance(setting, list) else "learned"
 
-    def target(self, length: int) -> int:
-        """The length a batch of ``length`` tokens is padded to (never shorter)."""
+    def target(self, length: int, *, decoder: bool = False) -> int:
+        """The length a batch of ``length`` tokens is padded to (never shorter); ``decoder``: an
+        encoder-decoder's decoder length (``"auto"`` learns its granularity apart)."""
         if isinstance(self.setting, list):
             return bucket_for(length, self.setting)
-        return rounded_up(length, self.granularity or MIN_GRANULARITY, self.max_length)
+        granularity = self.decoder_granularity if decoder else self.granularity
+        return rounded_up(length, granularity or MIN_GRANULARITY, self.max_length)
+
+    def dims(self, batch: Mapping[str, Any]) -> dict[str, int] | None:
+        """The batch's sequence lengths that padding keeps exact for this model (:func:`padding_dims`)."""
+        return padding_dims(batch, self.causal, self.encoder_decoder)
 
     def pad(self, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """``batch`` padded to its :meth:`target` now, and counted (a batch without a sequence tensor
-        comes back as a plain copy, counted as not padded)."""
-        length = _sequence_length(batch)
-        if length is None:
-            padded = dict(batch)
-        else:
-            padded = _padded(batch, length, self.target(length), self.pad_token_id, self.left)
+        """``batch`` padded to its :meth:`target` now, and counted. A batch padding would change
+        (:func:`padding_dims`: no 2-D mask on a bidirectional model, a 3-D/4-D mask, packed sequences)
+        or without a sequence tensor comes back as a plain copy, counted as not padded."""
+        dims = self.dims(batch)
+        padded = dict(batch) if dims is None else self._pad_dims(batch, dims)
         if self.stats is not None:
             self.stats.record(*padding_added(batch, padded))
         return padded
+
+    def _pad_dims(self, batch: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:
+        """``batch`` with each of its ``dims`` padded to its target (the decoder's keys apart)."""
+        decoder_keys = set(_DECODER_KEYS) if self.encoder_decoder else set()
+        length = dims["encoder"]
+        out = _padded(batch, length, self.target(length), self.pad_token_id, self.left, lambda k: k not in decoder_keys)
+        if "decoder" in dims:
+            length = dims["decoder"]
+            target = self.target(length, decoder=True)
+            out = _padded(out, length, target, self.pad_token_id, bool(self.left), decoder_keys.__contains__)
+        return out
 
     def set_padding(self, on: bool) -> None:
         """Pad from now on (a compiled plan runs) or not (eager). The first time, ``"auto"`` learns
@@ -227,18 +322,36 @@ class ShapePolicy:
         on = on and self.setting is not None and not self._collator_pads()
         if on and self.setting == "auto" and self.granularity is None:
             self.granularity = learned_granularity(self.seen)
+            self.decoder_granularity = learned_granularity(self.seen_decoder)
         self.padding = on
 
     def apply(self, batch: Mapping[str, Any]) -> Mapping[str, Any]:
         """A training batch (a call's keyword arguments), padded when the policy pads now, else its
-        length noted for ``"auto"``. Padding on the right reads shapes only: nothing waits for the device."""
-        length = _sequence_length(batch)
-        if length is None or self._collator_pads():
-            return batch
+        length noted for ``"auto"`` (:meth:`bucket`)."""
+        return self.bucket(batch)[0]
+
+    def bucket(self, batch: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+        """A training call's keyword arguments, padded when the policy pads now, and whether its shapes
+        are bucketed (every sequence length at a bucket length: a static graph may serve it). Only
+        calls padding keeps exact are padded (:func:`padding_dims`); while eager, their lengths are noted
+        for ``"auto"``. Reads shapes only: nothing waits for the device."""
+        dims = self.dims(batch)
+        if self._collator_pads():
+            buckets = set(self.stats.buckets or ()) if self.stats is not None else set()
+            return batch, dims is not None and all(length in buckets for length in dims.values())
+        if dims is None:
+            if self.padding and self.stats is not None and _sequence_length(batch) is not None:
+                self.stats.record(None)
+            return batch, False
         if not self.padding:
-            self.seen[length] += 1
-            return batch
-        return self.pad(batch)
+            self.seen[dims["encoder"]] += 1
+            if "decoder" in dims:
+                self.seen_decoder[dims["decoder"]] += 1
+            return batch, False
+        padded = self._pad_dims(batch, dims)
+        if self.stats is not None:
+            self.stats.record(*padding_added(batch, padded))
+        return padded, True
 
     def wrap_collate(self, collate_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``collate_fn`` with :meth:`apply` on each mapping batch it returns: padding on the host,
@@ -259,6 +372,7 @@ class ShapePolicy:
             "buckets": self.setting,
             "granularity": self.granularity,
             "lengths_seen_eager": {str(k): v for k, v in sorted(self.seen.items())},
+            **({"decoder_granularity": self.decoder_granularity} if self.encoder_decoder else {}),
         }
 
 
@@ -306,8 +420,8 @@ class BucketStats:
 
     def summary(self) -> dict[str, Any] | None:
         """``{"policy", "buckets", "batches_per_length", "unbucketed_batches", "padded_token_share"}``,
-        or None when nothing bucketed training batches."""
-        if self.buckets is None and not self.batches:
+        or None when no training batch met a bucketing policy (bucketed or not)."""
+        if self.buckets is None and not self.batches and not self.unbucketed:
             return None
         with self._lock:
             return {

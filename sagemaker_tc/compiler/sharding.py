@@ -19,7 +19,7 @@ The planner: FSDP2's hooks are ``dynamo.disable``'d, so a plan that compiles acr
 an explicit ``plan=``.
 
 gloo: FSDP2 reduces fp32 gradients with ``ReduceOp.AVG`` (``_get_gradient_divide_factors`` in
-``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``, torch 2.6 to 2.13). Where gloo's
+``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``, torch 2.7 to 2.13). Where gloo's
 ``reduce_scatter`` sums instead (pytorch#162338), the gradients come out multiplied by the world size
 and training silently diverges from unsharded training. :func:`check_gloo_averaging` asks the
 installed torch (:func:`sagemaker_tc._internals.gloo_reduce_scatter_average`, in-process, once) and

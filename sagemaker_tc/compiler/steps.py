@@ -66,14 +66,23 @@ class StepTimer:
     Args:
         label: returns the variant name the step about to begin runs (default ``"eager"``).
         use_cuda: time with CUDA events (default: when CUDA is initialized at the step's begin).
+        device: returns the ``torch.device`` the model trains on (None: the current device); the
+            events are recorded on that device's current stream, where the step's kernels run,
+            whatever device the process made current (a rank that never called ``set_device``).
     """
 
-    def __init__(self, label: Callable[[], str] | None = None, use_cuda: bool | None = None) -> None:
+    def __init__(
+        self,
+        label: Callable[[], str] | None = None,
+        use_cuda: bool | None = None,
+        device: Callable[[], Any] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self.records: list[StepRecord] = []
         self._pending: deque[_Ended] = deque()
         self._label = label
         self._use_cuda = use_cuda
+        self._device = device or (lambda: None)
         self._on_step_ended: list[Callable[[], None]] = []
         self._compiles = 0
         self._compiles_at_begin = 0
@@ -109,7 +118,7 @@ class StepTimer:
             self._begun_at = time.perf_counter()
             self._compiles_at_begin = self._compiles
             self._variant = self._label() if self._label is not None else "eager"
-            self._begin_event = _record_event() if cuda else None
+            self._begin_event = _record_event(self._device()) if cuda else None
 
     def end_step(self, samples: int) -> None:
         """Mark the end of the step begun last; ``samples`` is its global batch size (all ranks, all
@@ -123,7 +132,8 @@ class StepTimer:
                 seconds = time.perf_counter() - self._begun_at
                 self._pending.append(_Ended(int(samples), compiled, self._variant, None, None, seconds))
             else:
-                self._pending.append(_Ended(int(samples), compiled, self._variant, self._begin_event, _record_event()))
+                end = _record_event(self._device())
+                self._pending.append(_Ended(int(samples), compiled, self._variant, self._begin_event, end))
             self._begun_at = None
             self._resolve(block=False)
         for callback in self._on_step_ended:
@@ -159,11 +169,14 @@ class StepTimer:
         self.records.extend(ready)
 
 
-def _record_event() -> Any:
+def _record_event(device: Any = None) -> Any:
+    """A timing CUDA event recorded on ``device``'s current stream (a CUDA ``torch.device``; else the
+    current device's)."""
     import torch
 
     event = torch.cuda.Event(enable_timing=True)
-    event.record()
+    on_cuda = device is not None and getattr(device, "type", None) == "cuda"
+    event.record(torch.cuda.current_stream(device) if on_cuda else None)
     return event
 
 

@@ -176,6 +176,10 @@ class XlaRuntime(CompilerRuntime):
         self.plans.append(plan)
         return plan
 
+    def _check_device(self, model: Any) -> None:
+        """The device is the XLA device this runtime put the model on: nothing to read."""
+        self._device_seen = True
+
     def _before_model_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         if self.active == LABEL and any(_on_device(v) for v in (*args, *kwargs.values())):
             # Already on the XLA device (a Trainer's dataloader moved it): padding here would make the
