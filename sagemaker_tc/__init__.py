@@ -22,6 +22,7 @@ from typing import Any
 from sagemaker_tc.errors import (
     BatchSizeSearchError,
     ChannelNotFoundError,
+    CheckpointArgumentError,
     CollatorArgumentError,
     CompilerError,
     CompilerFallbackWarning,
@@ -73,6 +74,7 @@ __all__ = [
     "BatchSizeSearchError",
     "BucketCollator",
     "ChannelNotFoundError",
+    "CheckpointArgumentError",
     "CollatorArgumentError",
     "CompilerError",
     "CompilerFallbackWarning",
@@ -116,6 +118,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "checkpoints":  # the documented sagemaker_tc.checkpoints.writing(...) after `import sagemaker_tc`
+        return import_module("sagemaker_tc.checkpoints")
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'sagemaker_tc' has no attribute {name!r}")

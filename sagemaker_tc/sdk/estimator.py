@@ -8,8 +8,10 @@ Docker, a SageMaker job, a Pipelines step) is a module of :mod:`sagemaker_tc.sdk
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,12 +19,14 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.sdk import arguments, cloud, local_process
+from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
+from sagemaker_tc.sdk import arguments, cloud, fit_arguments, local_process
+from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.estimator_cloud import CloudJobMethods
-from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
-from sagemaker_tc.sdk.images import check_processor, check_tested_stack, training_image
+from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
+from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
 from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
@@ -74,12 +78,16 @@ class _FrameworkEstimator(CloudJobMethods):
         HyperparameterError: a name or value the SageMaker toolkit would not pass to the script as given.
         UnsupportedInstanceTypeError: an unknown instance type, or more than 8 ``local_process`` hosts.
         UnsupportedImageError: a CPU instance type for a framework with GPU-only images; with the
-            compiler on and no ``image_uri`` (a job on a stock DLC), versions below PyTorch 2.6 or
-            versions that match no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`).
+            compiler on and no ``image_uri`` (a job on a stock DLC), versions below PyTorch 2.7 or
+            versions that match no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`);
+            with the compiler on, an ``image_uri`` that is an AWS DLC of PyTorch < 2.7 (SMTC's
+            ``*-trcomp-training`` images among them) or not of PyTorch.
         ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig``.
     """
 
     _default_base_job_name = "training"
+    _attached_job: str | None = None  # the job's name, for an estimator made by attach()
+    _attached_hyperparameters: dict[str, str] | None = None
     _version_arguments: tuple[str, ...] = ()  # the framework's version arguments (each class names them)
     _framework = "pytorch"  # the image table the training image comes from
 
@@ -112,7 +120,7 @@ class _FrameworkEstimator(CloudJobMethods):
         check_unsupported(type(self).__name__, unsupported, self._accepted_arguments())
         arguments.check_types(
             source_dir=source_dir,
-            output_path=output_path,
+            output_path=None if is_pipeline_variable(output_path) else output_path,
             base_job_name=base_job_name,
             role=role,
             py_version=py_version,
@@ -137,13 +145,30 @@ class _FrameworkEstimator(CloudJobMethods):
         )
         if image_uri is None and self.compiler_enabled and self._kind is not InstanceKind.LOCAL_PROCESS:
             self._check_tested_stack()  # a job on a stock DLC: its versions must be a tested stack
+        elif self.compiler_enabled and self._kind is not InstanceKind.LOCAL_PROCESS:  # as ModelTrainer does
+            check_training_image(image_uri, argument="image_uri", tested_stack=False)
         arguments.check_entry_point_language(self.source, entry_point, self.compiler_enabled)
         self._distribution_hyperparameters = distribution_hyperparameters(distribution)
         self.distribution = distribution
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
+        variables = [name for name, value in self._user_hyperparameters.items() if is_pipeline_variable(value)]
+        if variables and not self.is_cloud:
+            raise HyperparameterError(
+                f"hyperparameters {', '.join(variables)}: pipeline variables; pipelines run SageMaker "
+                "training jobs (ml.* instance types)"
+            )
         self.environment = arguments.check_environment(environment, cloud=self.is_cloud)
+        if self._kind is InstanceKind.LOCAL_PROCESS:
+            arguments.check_local_process_path(self.environment, os.environ.get("PATH"))
         self._check_job_settings(output_path, base_job_name, metric_definitions, max_run, volume_size)
-        arguments.check_checkpoints(checkpoint_s3_uri, checkpoint_local_path, cloud=self.is_cloud, kind=self._kind)
+        arguments.check_checkpoints(
+            checkpoint_s3_uri,
+            checkpoint_local_path,
+            cloud=self.is_cloud,
+            kind=self._kind,
+            output_path=self.output_path,
+            source_root=self.source.root,
+        )
         self.settings = check_job_settings(
             given_settings,
             cloud=self.is_cloud,
@@ -156,19 +181,35 @@ class _FrameworkEstimator(CloudJobMethods):
         )
         self.code_location = self.settings.get("code_location")
         self.checkpoint_s3_uri, self.checkpoint_local_path = checkpoint_s3_uri, checkpoint_local_path
-        self.sagemaker_session = sagemaker_session  # kept for SDK compatibility; local_process needs no session
-        self.model_data: str | None = None
+        cache = self.compiler_config.cache if self.compiler_config else None
+        arguments.check_cache_apart(
+            cache, output_path=self.output_path, checkpoint_uri=checkpoint_s3_uri, source_root=self.source.root
+        )
+        never_packed = arguments.own_folders(self.output_path, cache, checkpoint_s3_uri, cloud=self.is_cloud)
+        self.source = dataclasses.replace(self.source, excluded=never_packed)
+        # SDK v2 defaulted it to a session; here it is made when first read (cloud jobs; local modes need none)
+        self._sagemaker_session = sagemaker_session
         self.latest_training_job: LocalJob | cloud.CloudJob | None = None
 
     def _check_job_settings(self, output_path, base_job_name, metrics, max_run, volume_size) -> None:
         """Check and keep where the job writes, its name, its metrics and its limits."""
-        self.output_path = arguments.check_output_path(output_path, cloud=self.is_cloud)
+        if is_pipeline_variable(output_path):  # SDK v2 took one: checked by its default, sent as a reference
+            if not self.is_cloud:
+                raise EstimatorArgumentError(
+                    "output_path is a pipeline variable: pipelines run SageMaker training jobs (ml.* instance types)"
+                )
+            arguments.check_output_path(getattr(output_path, "default_value", None), cloud=True)
+            self.output_path = output_path
+        else:
+            self.output_path = arguments.check_output_path(output_path, cloud=self.is_cloud)
         self.base_job_name = base_job_name or self._default_base_job_name
         make_job_name(self.base_job_name)  # fail now on a bad base name
         self._metrics = metrics
         self._metric_shapes()  # fail now on bad regexes
         self.max_run = arguments.check_max_run(max_run)
         self.volume_size = arguments.check_volume_size(volume_size)
+        if self.is_cloud:  # CreateTrainingJob's VolumeSizeInGB is at least 1 (local modes only record it)
+            check_limit("volume_size", "VolumeSizeInGB", self.volume_size)
 
     @classmethod
     def _accepted_arguments(cls) -> list[str]:
@@ -212,17 +253,36 @@ class _FrameworkEstimator(CloudJobMethods):
         return bool(self.compiler_config)
 
     def _metric_shapes(self):
+        """The metric definitions as sent: the user's, then the compiler's (when on) that the user's
+        do not name.
+
+        Raises:
+            EstimatorArgumentError: a malformed entry, or (SageMaker jobs) more than CreateTrainingJob
+                takes in all.
+        """
         definitions = list(self._metrics or [])
+        added = []
         if self.compiler_enabled:
             names = {item.get("Name") for item in definitions if isinstance(item, Mapping)}
-            definitions += [item for item in COMPILER_METRIC_DEFINITIONS if item["Name"] not in names]
-        return metric_definitions(definitions)
+            added = [item for item in COMPILER_METRIC_DEFINITIONS if item["Name"] not in names]
+        shapes = metric_definitions(definitions + added)
+        if self.is_cloud and limit_problem("MetricDefinitionList", shapes) is not None:
+            limit = limit_maximum("MetricDefinitionList")
+            raise EstimatorArgumentError(
+                f"metric_definitions: {len(definitions)} given + {len(added)} the compiler adds = {len(shapes)}, "
+                f"and CreateTrainingJob takes at most {limit}; keep at most {limit - len(added)} of yours "
+                "(the compiler's are not added for names you define yourself)"
+            )
+        return shapes
 
     def hyperparameters(self) -> dict[str, str]:
         """The job's hyperparameters as sent: the user's plus SMTC's compiler keys, all JSON-encoded.
 
         The script-mode keys (``sagemaker_program``, ``sagemaker_submit_directory``) are added per job.
+        An attached estimator returns its job's, without those keys.
         """
+        if self._attached_hyperparameters is not None:
+            return dict(self._attached_hyperparameters)
         return job_hyperparameters(
             self._user_hyperparameters,
             self._distribution_hyperparameters,
@@ -264,15 +324,19 @@ class _FrameworkEstimator(CloudJobMethods):
             checkpoint_s3_uri=self.checkpoint_s3_uri,
             checkpoint_local_path=self.checkpoint_local_path,
         )
-        return self.settings.apply(request, cloud=self.is_cloud)
+        request = self.settings.apply(request, cloud=self.is_cloud, region=region)
+        if getattr(self, "_experiment_config", None) is not None:
+            request = dataclasses.replace(request, experiment_config=self._experiment_config)
+        return request
 
     @runnable_by_pipeline
     def fit(
         self,
         inputs: Any = None,
         wait: bool = True,
-        logs: bool = True,
+        logs: bool | str = True,
         job_name: str | None = None,
+        experiment_config: Mapping[str, str] | None = None,
     ) -> Any:
         """Run the training job.
 
@@ -285,8 +349,12 @@ class _FrameworkEstimator(CloudJobMethods):
             wait: block until the job ends; False returns at once (local modes: the job runs in a
                 background thread), and ``latest_training_job`` has ``wait()``, ``stop()``,
                 ``describe()`` and ``logs()``.
-            logs: stream the job's log to stdout (while waiting).
+            logs: stream the job's log to stdout (while waiting): True or SDK v2's ``"All"``,
+                ``"Training"``, ``"Rules"``; False, None or ``"None"`` for no log.
             job_name: the job's name; default ``<base_job_name>-<timestamp>``.
+            experiment_config: SDK v2's ``{"ExperimentName", "TrialName",
+                "TrialComponentDisplayName", "RunName"}`` (any of them), sent as the request's
+                ``ExperimentConfig`` (SageMaker jobs and pipeline steps; local modes log and ignore it).
 
         After a waited job completes, ``model_data`` is the URI of ``model.tar.gz`` (``file://``
         locally, ``s3://`` on SageMaker); ``latest_training_job`` is the job.
@@ -298,20 +366,27 @@ class _FrameworkEstimator(CloudJobMethods):
         Raises:
             ChannelNotFoundError: an input is missing, has the wrong scheme, or a channel name is invalid.
             EstimatorArgumentError: no ``role`` for a cloud job; a ``job_name`` outside SageMaker's
-                TrainingJobName rule (checked in every mode).
+                TrainingJobName rule (checked in every mode); ``wait`` that is not a bool.
             SourceLinkError: a symbolic link added to ``source_dir`` since construction breaks the rules.
             UnsupportedImageError: no stock DLC image for the versions (cloud jobs without ``image_uri``).
             TrainingJobFailedError: the job failed, or was stopped at its ``max_run``; the message
                 carries the job's failure reason (``output/failure``, which starts with the script's
                 exception and message). A job stopped with ``latest_training_job.stop()`` raises nothing.
         """
+        if self._attached_job is not None:
+            raise EstimatorArgumentError(
+                f"this estimator was attached to training job {self._attached_job!r}, whose code is in S3: "
+                "to train again, build the estimator with your entry_point and source_dir and call fit()"
+            )
+        arguments.check_flag("wait", wait)  # "no" is truthy: it would block
         if job_name is not None:  # SageMaker's rule in every mode: local job folders are named by it too
             check_job_name(job_name)
+        logs = fit_arguments.check_logs(logs)
+        self._experiment_config = fit_arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
         if self.is_cloud:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
         mode = docker if self._kind is InstanceKind.LOCAL_DOCKER else process
         self.latest_training_job = mode.run(self, inputs, wait=wait, logs=logs, job_name=job_name)
-        self.model_data = self.latest_training_job.model_artifacts
         if wait:
             self.latest_training_job.wait(logs=False)
         return None
@@ -323,9 +398,8 @@ class _FrameworkEstimator(CloudJobMethods):
             pipeline.hand_over(self, target)
             return
         self.latest_training_job = training_job.start(self, target)
-        self.model_data = None
         if wait:
-            self.model_data = self.latest_training_job.wait(logs=logs)
+            self.latest_training_job.wait(logs=logs)
 
     # SageMaker Pipelines (sagemaker-core's retrieve_caller_name) recognise a training job producer by a
     # ``train`` method and a ``training_image`` attribute; TrainingStep then reads the request fit() built.
