@@ -26,12 +26,13 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tc.paths import write_atomic
+from sagemaker_tc.errors import CheckpointArgumentError
+from sagemaker_tc.paths import unwritable_reason, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ PREFIX = "checkpoint-"
 COMPLETE_MARKER = "sagemaker_tc_complete.json"
 PLAN_FILE = "sagemaker_tc_plan.json"
 PROGRESS_FILE = "sagemaker_tc_progress.json"
-_NAME = re.compile(rf"^{PREFIX}(\d+)$")
+_NAME = re.compile(rf"^{PREFIX}([0-9]+)\Z")  # \Z: "checkpoint-5\n" is not a checkpoint
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -72,19 +73,52 @@ def is_complete(checkpoint: Path) -> bool:
     return (checkpoint / COMPLETE_MARKER).is_file()
 
 
-def latest_complete(folder: str | os.PathLike | None) -> Path | None:
+def checked_folder(folder: Any, function: str) -> Path:
+    """``folder`` as a path, checked as :func:`writing` and :func:`latest_complete` take it.
+
+    Raises:
+        CheckpointArgumentError: None, a non-path type, an empty or blank string, or a file.
+    """
+    accepted = "a checkpoint folder is a path (str or os.PathLike), such as '/opt/ml/checkpoints'"
+    if not isinstance(folder, (str, os.PathLike)) or isinstance(folder, bytes):
+        raise CheckpointArgumentError(f"{function}(folder=...) got {type(folder).__name__}: {accepted}")
+    path = os.fspath(folder)
+    if not isinstance(path, str) or not path.strip():
+        raise CheckpointArgumentError(f"{function}(folder={path!r}): {accepted}")
+    if os.path.isfile(path):
+        raise CheckpointArgumentError(f"{function}(folder={path!r}) is a file: {accepted}, a folder")
+    return Path(path)
+
+
+def latest_complete(folder: str | os.PathLike, accept: Callable[[Path], str | None] | None = None) -> Path | None:
     """The newest (highest step) complete ``checkpoint-<step>`` folder in ``folder``; None when there
-    is none (or no such folder). Incomplete ones (no marker: interrupted while being written) are
-    skipped with a log line naming them."""
-    if folder is None or not Path(folder).is_dir():
+    is none (or no such folder yet). Incomplete ones (no marker: interrupted while being written) are
+    skipped with a log line naming them; links are never followed (a checkpoint lies in its folder).
+
+    ``accept``: returns why a complete checkpoint cannot be resumed from (skipped with a warning,
+    the next older one is tried), or None when it can.
+
+    Raises:
+        CheckpointArgumentError: ``folder`` is None, not a path (an int), empty, or a file.
+    """
+    folder = checked_folder(folder, "latest_complete")
+    if not folder.is_dir():
         return None
     found = sorted(
-        ((step, path) for path in Path(folder).iterdir() if path.is_dir() and (step := step_of(path)) is not None),
+        (
+            (step, path)
+            for path in Path(folder).iterdir()
+            if not path.is_symlink() and path.is_dir() and (step := step_of(path)) is not None
+        ),
         reverse=True,
     )
     for _step, path in found:
         if is_complete(path):
-            return path
+            problem = accept(path) if accept is not None else None
+            if problem is None:
+                return path
+            logger.warning("Skipping checkpoint %s: %s; trying the one before it", path, problem)
+            continue
         logger.warning("Skipping checkpoint %s: it has no completion marker (interrupted while it was written)", path)
     return None
 
@@ -101,11 +135,21 @@ def writing(folder: str | os.PathLike, step: int) -> Iterator[Path]:
     When the block raises, the temporary folder is removed and nothing else changes.
 
     Raises:
-        ValueError: ``step`` is negative.
+        CheckpointArgumentError: ``step`` is not an int >= 0 (a float, a bool, a string: a checkpoint
+            named after it would never be found by :func:`latest_complete`); ``folder`` is None, not
+            a path, empty, a file, or a folder that cannot be made (``/proc/x``, a file on its path).
     """
-    if step < 0:
-        raise ValueError(f"step={step}: a checkpoint's optimizer step is >= 0")
-    parent = Path(folder)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointArgumentError(
+            f"step={step!r}: a checkpoint's optimizer step is an int >= 0 (it names the folder checkpoint-<step>)"
+        )
+    parent = checked_folder(folder, "writing")
+    reason = unwritable_reason(parent)
+    if reason is not None:
+        raise CheckpointArgumentError(
+            f"writing(folder={str(parent)!r}) cannot hold checkpoints: {reason}; give a folder you can write to "
+            "(it is created if missing)"
+        )
     parent.mkdir(parents=True, exist_ok=True)
     target = parent / f"{PREFIX}{step}"
     partial = parent / f".{target.name}.partial"

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from sagemaker_tc import config_rules
 from sagemaker_tc.config_rules import MAX_BUCKETS
 from sagemaker_tc.errors import ConfigError, ConfigWarning
-from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
+from sagemaker_tc.uris import has_control_character, looks_like_s3, s3_uri_problem
 
 Backend = Literal["inductor", "eager", "xla"]
 """Compiler backends:
@@ -123,8 +123,9 @@ class TrainingCompilerConfig(BaseModel):
     ``False`` and the job runs as a plain script-mode job.
 
     Raises:
-        ConfigError: an unknown field, a value outside the accepted set, or a wrong type. The
-            message names the field and what is accepted.
+        ConfigError: an unknown field, a value outside the accepted set, or a wrong type; a
+            positional argument (every setting is named: ``TrainingCompilerConfig(enabled=True)``).
+            The message names the field and what is accepted.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -145,7 +146,7 @@ class TrainingCompilerConfig(BaseModel):
         description="What to compile: 'regional' (each repeated block), 'model' (forward and loss as one graph), "
         "'step' (model and the optimizer's fused update; CUDA graphs on static shapes on one GPU), or 'auto': eager "
         "steps first, then each plan that can still pay off, keeping the one with the lowest projected job time, "
-        "eager included. On CUDA, 'auto' tries only plans a committed GPU result backs (today 'regional').",
+        "eager included. On CUDA, 'auto' tries only plans a committed GPU result backs (today 'model').",
     )
     compile_optimizer: bool = Field(
         default=False,
@@ -277,8 +278,11 @@ class TrainingCompilerConfig(BaseModel):
             return value
         if not value.strip():
             raise ValueError("give a local folder or an s3://bucket/prefix URI, or None for no cache")
-        if "\x00" in value:
-            raise ValueError("holds a NUL byte, which no path can; give a local folder or an s3://bucket/prefix URI")
+        if has_control_character(value):
+            raise ValueError(
+                "holds a control character (a newline, a tab, NUL...); give a local folder or an s3://bucket/prefix "
+                "URI without one"
+            )
         if "://" in value:
             scheme, _, rest = value.partition("://")
             if scheme != "s3" or not rest.split("/", 1)[0]:
@@ -306,7 +310,12 @@ class TrainingCompilerConfig(BaseModel):
             )
         return value
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *positional: Any, **data: Any) -> None:
+        if positional:
+            raise ConfigError(
+                f"TrainingCompilerConfig takes keyword arguments only, got {len(positional)} positional: name "
+                "each setting, e.g. TrainingCompilerConfig(enabled=True) or TrainingCompilerConfig(plan='auto')"
+            )
         with _as_config_error():
             super().__init__(**data)
 

@@ -58,6 +58,11 @@ def _contradictions(config: Any) -> list[str]:
             "TrainingCompilerConfig(enabled=False, debug=True): enabled=False wins, the job runs without the "
             "compiler and debug mode does nothing"
         )
+    if config.resume == "auto" and not config.enabled:
+        messages.append(
+            "TrainingCompilerConfig(enabled=False, resume='auto'): enabled=False wins, the job runs without "
+            "sagemaker-tc's launcher and resume does nothing (pass resume_from_checkpoint to Trainer.train yourself)"
+        )
     if not config.enabled:
         return messages  # no other field applies to a disabled config: nothing to contradict
     if config.backend == "eager" and config.mode != "default":

@@ -31,6 +31,11 @@ class EstimatorArgumentError(SagemakerTCError, ValueError):
     """An estimator argument is missing or has a value the estimator cannot use."""
 
 
+class CheckpointArgumentError(SagemakerTCError, TypeError, ValueError):
+    """A bad argument to a checkpoint helper (:func:`sagemaker_tc.checkpoints.writing`): the message names
+    it and what is accepted."""
+
+
 class ModelTrainerArgumentError(EstimatorArgumentError):
     """An SDK v3 ``ModelTrainer`` argument cannot run with ``compiler_config`` (a ``SourceCode.command``,
     no ``entry_script``, a ``distributed`` config other than ``Torchrun``, ...); the message says what to use."""
@@ -114,8 +119,9 @@ class DockerNotAvailableError(SagemakerTCError, RuntimeError):
 class OptMlUnavailableError(SagemakerTCError, RuntimeError):
     """A ``local_process`` job names ``/opt/ml`` (a hyperparameter, an environment value, its code, or
     checkpoints), but this machine cannot give each host a private mount namespace where ``/opt/ml`` is
-    the job's folder (not Linux, no ``unshare``, namespaces denied). Raised before the job starts; the
-    message names the ``SM_*`` variables to read instead."""
+    the job's folder (not Linux, no ``unshare``, namespaces denied); or any job there while this
+    machine's ``/opt/ml`` exists or can be made and ``SM_TC_ALLOW_HOST_OPT_ML=1`` is not set. Raised
+    before the job starts; the message names the ``SM_*`` variables to read instead."""
 
 
 class OptMlNotMappedWarning(UserWarning):

@@ -115,7 +115,7 @@ def test_every_unsupported_argument_is_named_at_once_with_what_to_do(make):
 
 
 def test_a_flag_like_value_is_sent_with_a_warning_naming_it(make, source_dir):
-    with pytest.warns(HyperparameterWarning, match=r"'v' has the value '--help'.*read as an option") as caught:
+    with pytest.warns(HyperparameterWarning, match=r"'v' has a value starting with '-'.*read as an option") as caught:
         estimator = HuggingFace(
             "echo.py", source_dir=str(source_dir), instance_type="local_process", hyperparameters={"v": "--help"}
         )
@@ -220,13 +220,13 @@ def test_full_versions_are_accepted(make):
     [
         ({"transformers_version": "4.21.1", "pytorch_version": "2.8"}, r"'4.21.1' has no Hugging Face training image"),
         ({"transformers_version": "4.49", "pytorch_version": "2.8"}, r"'4.49' has no image with pytorch_version='2.8'"),
-        ({"transformers_version": "4.21.1", "pytorch_version": "1.11"}, r"needs PyTorch >= 2.6"),
+        ({"transformers_version": "4.21.1", "pytorch_version": "1.11"}, r"needs PyTorch >= 2.7"),
     ],
 )
 def test_smtc_versions_get_the_list_of_what_is_supported(make, versions, message):
     """SMTC's versions: with the compiler on they are refused when built (below the floor, or no tested
     stack); with it off, the image lookup lists the DLCs that exist."""
-    with pytest.raises(UnsupportedImageError, match=r"needs PyTorch >= 2.6|matches no tested sagemaker-tc stack"):
+    with pytest.raises(UnsupportedImageError, match=r"needs PyTorch >= 2.7|matches no tested sagemaker-tc stack"):
         make(**{**CLOUD, "image_uri": None}, py_version="py38", **versions)
     off = {**CLOUD, "image_uri": None, "compiler_config": TrainingCompilerConfig(enabled=False)}
     estimator = make(**off, py_version="py38", **versions)
@@ -235,5 +235,5 @@ def test_smtc_versions_get_the_list_of_what_is_supported(make, versions, message
     text = str(raised.value)
     assert "version_aliases" not in text and "4.4.2" not in text and "4.46" not in text
     if "has no" in text:
-        assert "PyTorch >= 2.6" in text or "supported: transformers 4.55 with PyTorch 2.7" in text
+        assert "PyTorch >= 2.7" in text or "supported: transformers 4.55 with PyTorch 2.7" in text
         assert "transformers 4.56 with PyTorch 2.8" in text

@@ -58,7 +58,7 @@ def bad_cases():
         ({"source": {"entry_script": "run.sh"}}, ModelTrainerArgumentError, "is not a Python script"),
         ({"source": {"args": ["--epochs", 3]}}, ModelTrainerArgumentError, "only passed to SourceCode.command"),
         ({"training_image": DLC + "pytorch-trcomp-training:1.13.1-gpu-py39"}, UnsupportedImageError, "PyTorch 1.13"),
-        ({"training_image": DLC + "pytorch-training:2.5-gpu-py311"}, UnsupportedImageError, "needs PyTorch >= 2.6"),
+        ({"training_image": DLC + "pytorch-training:2.5-gpu-py311"}, UnsupportedImageError, "needs PyTorch >= 2.7"),
         ({"training_image": DLC + "tensorflow-training:2.16-gpu-py310"}, UnsupportedImageError, "not a PyTorch"),
         ({"training_image": None, "algorithm_name": "my-algo"}, ModelTrainerArgumentError, "needs training_image"),
         ({"compute": Compute(instance_type="ml.trn1.32xlarge")}, UnsupportedInstanceTypeError, "Neuron compiler"),

@@ -87,11 +87,10 @@ def test_local_process_syncs_a_local_checkpoint_config_like_the_estimators(tmp_p
 def test_local_process_refuses_a_checkpoint_folder_outside_opt_ml_before_anything_starts(source_dir, tmp_path):
     from sagemaker.core.training.configs import CheckpointConfig
 
-    job = local_trainer(
-        source_dir, tmp_path, checkpoint_config=CheckpointConfig(s3_uri=str(tmp_path / "ckpt"), local_path="/tmp/c")
-    )
     with pytest.raises(EstimatorArgumentError, match="checkpoint_local_path='/tmp/c'.*under /opt/ml"):
-        job.train()
+        local_trainer(  # refused when built, as the estimators refuse it
+            source_dir, tmp_path, checkpoint_config=CheckpointConfig(s3_uri=str(tmp_path / "ckpt"), local_path="/tmp/c")
+        )
     assert not (tmp_path / "jobs").exists() and not (tmp_path / "ckpt").exists()
 
 

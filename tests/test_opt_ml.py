@@ -174,6 +174,36 @@ def test_each_unshare_variant_maps_opt_ml_and_keeps_the_rest_of_opt(variant, tmp
     assert sorted(path.name for path in tmp_path.iterdir()) == ["opt_ml"]
 
 
+BUILT_PATH_SCRIPT = """
+import os
+with open(os.path.join("/" + "opt", "ml", "model", "weights.txt"), "w") as handle:
+    handle.write("trained")
+"""
+
+
+def test_without_a_namespace_a_job_that_could_reach_the_hosts_opt_ml_is_refused_unless_opted_in(
+    source_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SM_TC_LOCAL_NAMESPACE", "0")
+    host_opt_ml = tmp_path / "host-opt" / "ml"  # stands for this machine's /opt/ml: it can be made
+    monkeypatch.setattr(job_namespace, "HOST_OPT_ML", host_opt_ml)
+    (source_dir / "built.py").write_text(BUILT_PATH_SCRIPT)  # builds the path: no text search finds it
+    estimator = PyTorch(
+        "built.py", source_dir=str(source_dir), instance_type="local_process", output_path=str(tmp_path / "out")
+    )
+    with pytest.raises(OptMlUnavailableError, match=r"could reach this machine's /opt/ml.*SM_TC_ALLOW_HOST_OPT_ML=1"):
+        estimator.fit(logs=False)
+    assert not (tmp_path / "out").exists() and not host_opt_ml.parent.exists()
+    host_opt_ml.mkdir(parents=True)  # an existing one is refused too
+    request = estimator._build_request("job-1", {}, str(tmp_path / "none.tar.gz"))
+    with pytest.raises(OptMlUnavailableError, match=r"host-opt/ml exists on this machine"):
+        job_namespace.prepare(request)
+    monkeypatch.setenv("SM_TC_ALLOW_HOST_OPT_ML", "1")  # the user's explicit opt-in
+    with pytest.warns(OptMlNotMappedWarning, match=r"SM_TC_ALLOW_HOST_OPT_ML=1: the job can reach"):
+        assert job_namespace.prepare(request) is None
+    assert job_namespace.host_opt_ml_reachable(Path("/proc/sagemaker-tc-no-opt-ml")) is None
+
+
 @pytest.mark.parametrize(
     ("overrides", "script", "named"),
     [
@@ -197,6 +227,8 @@ def test_without_a_namespace_a_job_naming_opt_ml_is_refused_before_it_starts(
 
 def test_without_a_namespace_a_job_using_sm_variables_runs_with_a_warning(source_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SM_TC_LOCAL_NAMESPACE", "0")
+    # Where this machine's /opt/ml does not exist and cannot be made, nothing of the host's is in reach.
+    monkeypatch.setattr(job_namespace, "HOST_OPT_ML", Path("/proc/sagemaker-tc-no-opt-ml"))
     data = tmp_path / "data"
     data.mkdir()
     (data / "rows.tsv").write_text("sentence\tlabel\n")

@@ -187,7 +187,8 @@ def test_training_input_fields_reach_input_data_config(aws, bucket, source_dir):
         shuffle_config=7,
     )
     efs = FileSystemInput("fs-0123456789abcdef0", "EFS", "/data/val", content_type="application/json")
-    huggingface(source_dir, bucket).fit({"train": train, "validation": efs}, wait=False)
+    vpc = {"subnets": ["subnet-0123abcd"], "security_group_ids": ["sg-0123abcd"]}  # an EFS channel needs its VPC
+    huggingface(source_dir, bucket, **vpc).fit({"train": train, "validation": efs}, wait=False)
     channels = created(aws)["InputDataConfig"]
     assert channels == [
         {
@@ -308,7 +309,7 @@ def test_spot_without_a_checkpoint_location_warns(source_dir):
         ({"tags": [{"Key": "", "Value": "v"}]}, r"\(TagKey\): 1 to 128 characters, got 0"),
         ({"tags": {"team": "a;b"}}, r"tags: the value of 'team'='a;b'.*\(TagValue\)"),
         ({"tags": {f"k{i}": "v" for i in range(51)}}, r"\(TagList\): 0 to 50 entries, got 51"),
-        ({"tags": ["team"]}, "tags must be a list of"),
+        ({"tags": ["team"]}, r"tags\[0\] is a str: each tag is \{'Key': str, 'Value': str\}"),
         ({"use_spot_instances": True, "max_wait": 3600, "max_run": 7200}, "max_wait=3600 is less than max_run=7200"),
         ({"use_spot_instances": True}, "use_spot_instances=True needs max_wait"),
         ({"max_wait": 7200}, "max_wait applies to managed spot training only"),

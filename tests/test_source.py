@@ -188,3 +188,40 @@ def test_links_outside_are_shipped_only_with_the_opt_in_and_checked_again_when_p
     opted_in = resolve_source("train.py", str(src), allow_outside_links=True)
     with tarfile.open(build_source_archive(opted_in, tmp_path / "out2", inject_launcher=False)) as tar:
         assert b"hunter2" in tar.extractfile("awsdir/credentials").read()
+
+
+def test_the_folders_sagemaker_tc_writes_are_never_packed_wherever_they_lie(tmp_path, monkeypatch):
+    from sagemaker_tc import PyTorch, TrainingCompilerConfig
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('hi')")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "util.py").write_text("")
+    for folder in ("sagemaker-tc-output/job-1", "my-output/job-2", "cache/key", "ckpt"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "hyperparameters.json").write_text('{"db_password": "hunter2"}')
+    (tmp_path / "link-to-output").symlink_to(tmp_path / "my-output")
+    config = TrainingCompilerConfig(cache="cache")
+    local = PyTorch(
+        "train.py",
+        source_dir=".",
+        instance_type="local_process",
+        framework_version="2.8",
+        py_version="py312",
+        output_path="my-output",
+        compiler_config=config,
+        checkpoint_s3_uri="ckpt",
+    )
+    archive = build_source_archive(local.source, tmp_path / "out1", inject_launcher=False)
+    assert names(archive) == ["lib", "lib/util.py", "train.py"]
+    # A SageMaker job from the same folder leaves the default local output folder (earlier local jobs) out too.
+    cloud = PyTorch(
+        "train.py",
+        source_dir=".",
+        instance_type="ml.g5.xlarge",
+        framework_version="2.8",
+        py_version="py312",
+        role="arn:aws:iam::111122223333:role/R",
+    )
+    archive = build_source_archive(cloud.source, tmp_path / "out2", inject_launcher=False)
+    assert "sagemaker-tc-output" not in names(archive) and "out1" in names(archive)

@@ -91,6 +91,10 @@ def test_a_stopped_two_host_job_keeps_what_each_host_saved_on_sigterm(tmp_path, 
     assert job_estimator.model_data is None
     markers = {host: job_dir / "model" / f"weights-{host}.txt" for host, job_dir in job.host_dirs.items()}
     wait_until(job, lambda: all(marker.exists() for marker in markers.values()))
+    for bad in ("abc", -5, float("nan"), True, "30"):  # refused before anything is signalled
+        with pytest.raises(EstimatorArgumentError, match="grace_s=.* is not a grace period"):
+            job.stop(grace_s=bad)
+    assert job.status == "InProgress"
     job.stop()
     assert job.status in ("Stopping", "Stopped")
     job_estimator.wait(logs=False)  # a requested stop raises nothing
@@ -112,6 +116,8 @@ def test_a_stopped_two_host_job_keeps_what_each_host_saved_on_sigterm(tmp_path, 
     assert "algo-1 | algo-1 saved on SIGTERM" in log and "algo-2 | algo-2 saved on SIGTERM" in log
     job.stop()  # an ended job is left as it is
     assert job.status == "Stopped"
+    with pytest.raises(EstimatorArgumentError, match=r"grace_s='abc'\) is not a grace period"):
+        job.stop(grace_s="abc")
 
 
 @pytest.mark.slow

@@ -265,6 +265,7 @@ def _end_script(watch: _JobWatch | None, session: CompilerSession | None, outcom
         watch.script_ended(outcome)
     try:
         if session is not None:
+            session.script_outcome = outcome  # the report's fallback_reason for a script that failed early
             session.close()
     finally:
         if watch is not None:

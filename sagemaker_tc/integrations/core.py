@@ -86,7 +86,8 @@ def prepare_model(
             config.policy,
         )
     else:
-        shown = describe(config.plan, plan.regional, plan.block_class, plan.num_regions)
+        tries = session.runtime.auto_plans() if config.plan == "auto" else None
+        shown = describe(config.plan, plan.regional, plan.block_class, plan.num_regions, tries)
         logger.info("Compiler for %s with %s: %s; policy %s", name, config.backend, shown, config.policy)
     return plan
 

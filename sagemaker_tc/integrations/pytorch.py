@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.compiler.session import CompilerSession, current_session, session_for
 from sagemaker_tc.config import TrainingCompilerConfig, checked_config
-from sagemaker_tc.errors import ModelArgumentError
+from sagemaker_tc.errors import CheckpointArgumentError, ModelArgumentError
 from sagemaker_tc.integrations.core import prepare_model
 
 if TYPE_CHECKING:
@@ -186,12 +187,19 @@ def resume_from(checkpoint: str) -> None:
     model, optimizer, scheduler, RNG and data position.
 
     Raises:
+        CheckpointArgumentError: ``checkpoint`` is not the path of an existing folder (``""``, a
+            missing path, a file): checked first, so the report never names a checkpoint that is not there.
         ModelArgumentError: no compiler session is open (call it in a job, or after opening one).
     """
     from pathlib import Path
 
     from sagemaker_tc.compiler import resume
 
+    if not isinstance(checkpoint, (str, os.PathLike)) or not str(checkpoint).strip() or not Path(checkpoint).is_dir():
+        raise CheckpointArgumentError(
+            f"resume_from({checkpoint!r}): give the path of an existing checkpoint folder, such as "
+            "sagemaker_tc.checkpoints.latest_complete(folder) returns (skip resume_from when it returns None)"
+        )
     session = current_session()
     if session is None:
         raise ModelArgumentError("resume_from() needs the job's compiler session: call it inside a sagemaker-tc job")

@@ -10,8 +10,11 @@
   the kill; a script that turns it on keeps it, and ours stands aside.
 - **Complete checkpoints** (:func:`on_save`): after ``Trainer`` wrote a checkpoint, global rank 0
   writes the compile plan file and then the completion marker (:mod:`sagemaker_tc.checkpoints`).
-- **Progress** (:func:`on_step_end`): global rank 0 records the finished step in ``output_dir``, so a job
-  resumed after a kill reports how many steps were lost.
+- **Progress** (:func:`on_step_end`): only with ``resume="auto"`` (a job that will resume), global rank
+  0 records the finished step in ``output_dir``, at most every :data:`PROGRESS_INTERVAL_S` seconds, so a
+  job resumed after a kill reports about how many steps were lost (``steps_lost``, to within that
+  interval's steps). Not every step: ``output_dir`` may be the folder SageMaker syncs to S3
+  (``/opt/ml/checkpoints``), which uploads each new version of the file.
 - **Resume** (:func:`install_train_wrapper`): ``Trainer.train`` is wrapped while the session is open,
   to resolve ``resume_from_checkpoint`` (and ``resume="auto"``,
   :func:`sagemaker_tc.compiler.resume.checkpoint_to_resume`) and tell the session before ``train()``
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,11 +35,22 @@ from sagemaker_tc.compiler import resume
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_INTERVAL_S = 60.0
+"""Seconds between two progress records of a ``Trainer`` job (the first step's is written at once)."""
+
+
+def _clock() -> float:
+    return time.monotonic()
+
 
 def on_step_end(session: Any, args: Any, state: Any, control: Any) -> None:
-    """After an optimizer step: record progress (rank 0) and, when the job is asked to stop, save and stop."""
-    if state.is_world_process_zero and args.output_dir:
-        checkpoints.record_progress(args.output_dir, state.global_step)
+    """After an optimizer step: record progress (rank 0, ``resume="auto"`` only, at most every
+    :data:`PROGRESS_INTERVAL_S`; module docstring) and, when the job is asked to stop, save and stop."""
+    if session.config.resume == "auto" and state.is_world_process_zero and args.output_dir:
+        now, last = _clock(), session.progress_recorded_at
+        if last is None or now - last >= PROGRESS_INTERVAL_S:
+            checkpoints.record_progress(args.output_dir, state.global_step)
+            session.progress_recorded_at = now
     if session.stop is None or getattr(args, "enable_jit_checkpoint", False):
         return
     if session.stop.agreed(state.global_step):

@@ -6,8 +6,9 @@ model, optimizer and training dataloader) it:
 
 - compiles the model's regions in place through the runtime (so compiler failures fall back to eager
   by policy, and ``.eval()``, label names and ``state_dict()`` keys reach the real model);
-- tells the runtime the job's length (``max_steps``, for ``plan="auto"``) and its gradient
-  accumulation (CUDA graphs only without it);
+- tells the runtime the job's length (``max_steps``, for ``plan="auto"``), its gradient
+  accumulation (CUDA graphs only without it) and how many evaluation runs ``train()`` makes (whether
+  compiling evaluation pays, :mod:`sagemaker_tc.compiler.evaluation`; ``on_evaluate`` ends each run);
 - times each optimizer step (``on_step_begin`` / ``on_step_end``) for the report; with
   ``backend="xla"`` it marks the XLA step at ``on_step_end`` (one graph per optimizer step, counted).
 
@@ -21,6 +22,7 @@ whole model); the callback then leaves compilation alone and only measures.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from sagemaker_tc.compiler import backward
@@ -59,6 +61,39 @@ def prepare_training(
         moves_batches=True,
         train_dataloader=train_dataloader,
     )
+    session.set_evaluation_runs(*evaluation_runs(args, state))
+
+
+def _strategy(value: Any) -> str:
+    return str(getattr(value, "value", value) or "no")
+
+
+def evaluation_runs(args: Any, state: Any) -> tuple[int | None, str]:
+    """The evaluation runs ``Trainer.train()`` makes, and where the figure comes from: one per
+    ``eval_steps`` optimizer steps up to ``max_steps`` (``eval_strategy="steps"``), one per epoch
+    (``"epoch"``), from ``eval_delay`` on, plus one with ``eval_on_start``; ``(0, ...)`` with
+    ``eval_strategy="no"``. Not counted: the end-of-training run some transformers releases add, and
+    ``trainer.evaluate()`` calls the script makes itself (fewer runs: the decision leans eager).
+    ``(None, "unknown")`` when the figures are missing."""
+    strategy = _strategy(getattr(args, "eval_strategy", None))
+    start = 1 if getattr(args, "eval_on_start", False) else 0
+    delay = float(getattr(args, "eval_delay", 0) or 0)
+    if strategy == "no":
+        return start, "Trainer eval_strategy='no'"
+    if strategy == "steps":
+        every, steps = getattr(state, "eval_steps", None), getattr(state, "max_steps", None)
+        if not every or not steps or steps <= 0:
+            return None, "unknown"
+        first = max(1, math.ceil(delay))  # the first step that may evaluate
+        runs = int(steps) // int(every) - (first - 1) // int(every)
+        return start + runs, f"Trainer eval_steps={int(every)} over max_steps={int(steps)}"
+    if strategy == "epoch":
+        epochs = getattr(state, "num_train_epochs", None) or getattr(args, "num_train_epochs", None)
+        if not epochs or epochs <= 0 or epochs > 10**6:
+            return None, "unknown"
+        runs = sum(1 for epoch in range(1, math.ceil(epochs) + 1) if epoch >= delay)
+        return start + runs, f"Trainer eval_strategy='epoch' over {math.ceil(epochs)} epochs"
+    return None, "unknown"
 
 
 def _unfused_optimizer_for_xla(args) -> None:
@@ -111,6 +146,9 @@ def make_callback(session: CompilerSession) -> Any:
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
             session.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
             trainer_resume.on_step_end(session, args, state, control)
+
+        def on_evaluate(self, args, state, control, **kwargs):
+            session.end_evaluation_run()
 
         def on_save(self, args, state, control, **kwargs):
             trainer_resume.on_save(session, args, state)

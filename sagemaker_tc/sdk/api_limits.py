@@ -14,9 +14,11 @@ from typing import Any
 
 from sagemaker_tc.errors import EstimatorArgumentError
 
+# \p{Z} (space separators): whitespace but no control character (no newline, tab, ...).
+_SPACES = r"(?:(?![\x00-\x1f\x7f-\x9f])\s)"
 # Java character classes in the API model's patterns, as Python ``re`` spells them (inside [...]).
 # \p{L} letters and \p{N} numbers are in \w (which also has '_'); \p{Z} separators are spaces.
-_JAVA_CLASSES = {r"\p{L}": r"^\W_", r"\p{N}": r"\d", r"\p{Z}": r"\s", r"\p{Alnum}": "a-zA-Z0-9"}
+_JAVA_CLASSES = {r"\p{L}": r"^\W_", r"\p{N}": r"\d", r"\p{Z}": _SPACES, r"\p{Alnum}": "a-zA-Z0-9"}
 
 
 @functools.cache
@@ -30,10 +32,10 @@ def _python_pattern(pattern: str) -> re.Pattern[str]:
     """The API pattern as a Python regex matching the whole value."""
     if r"\p{L}" in pattern:  # tag keys and values: letters, numbers, spaces and a few symbols
         allowed = pattern.split(r"\p{N}", 1)[1].split("]", 1)[0]
-        return re.compile(r"^(?:[^\W_]|\d|\s|[" + allowed + "])*$")
+        return re.compile(r"^(?:[^\W_]|\d|" + _SPACES + "|[" + allowed + r"])*\Z")
     for java, python in _JAVA_CLASSES.items():
         pattern = pattern.replace(java, python)
-    return re.compile(f"^(?:{pattern})$")
+    return re.compile(f"^(?:{pattern})\\Z")  # \Z, not $: "$" would take a value ending in a newline
 
 
 def limit_problem(shape_name: str, value: Any) -> str | None:
@@ -63,6 +65,11 @@ def limit_problem(shape_name: str, value: Any) -> str | None:
         if (low is not None and len(value) < low) or (high is not None and len(value) > high):
             return f"{low} to {high} entries, got {len(value)}"
     return None
+
+
+def limit_maximum(shape_name: str) -> int | None:
+    """The API model's ``max`` for ``shape_name`` (characters, value or entries), or None."""
+    return _shape(shape_name).metadata.get("max")
 
 
 def check_limit(argument: str, shape_name: str, value: Any) -> Any:

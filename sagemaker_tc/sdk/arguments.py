@@ -10,32 +10,39 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 
 from sagemaker_tc.config import TrainingCompilerConfig, checked_config
-from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, UnsupportedInstanceTypeError
+from sagemaker_tc.contract import ENV_HANG_GRACE
+from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, LauncherError, UnsupportedInstanceTypeError
 from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
 from sagemaker_tc.sdk.job_environment import check_reserved_names
-from sagemaker_tc.sdk.local_checkpoints import check_local_checkpoints
+from sagemaker_tc.sdk.local_checkpoints import (
+    check_container_folder,
+    check_local_checkpoints,
+    is_synced_locally,
+    relation,
+)
 from sagemaker_tc.sdk.local_process import local_path
 from sagemaker_tc.sdk.source import SourceSpec
-from sagemaker_tc.uris import looks_like_s3, s3_uri_problem
+from sagemaker_tc.uris import has_control_character, looks_like_s3, s3_uri_problem
 
 DEFAULT_OUTPUT_PATH = "sagemaker-tc-output"
 DEFAULT_MAX_RUN_SECONDS = 24 * 60 * 60  # SageMaker's default MaxRuntimeInSeconds (1 day)
 MAX_RUN_SECONDS = 28 * 24 * 60 * 60  # StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days"
 # CreateTrainingJob RoleArn: arn:aws[-partition]:iam::<account>:role/<path/name>, 20-2048 chars.
-_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z", re.ASCII)
 CLOUD_KINDS = (InstanceKind.GPU, InstanceKind.CPU)
 # local_process runs each host as a toolkit process group on this machine; it is for trying a
 # multi-host job, not for scale, and each host holds a whole copy of the training script's memory.
 MAX_LOCAL_PROCESS_HOSTS = 8
 # CreateTrainingJob Environment (SageMaker API reference): at most 100 entries, names matching
 # [a-zA-Z_][a-zA-Z0-9_]* of at most 512 characters, values of at most 512 characters.
-_ENV_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
 MAX_ENV_ENTRIES = 100
 MAX_ENV_CHARS = 512
 # Arguments that are text, checked for their type before any is used: name -> what is accepted.
@@ -62,9 +69,9 @@ def check_types(**values: Any) -> None:
     """Check the type of each text argument given (None is always accepted: the default).
 
     Raises:
-        EstimatorArgumentError: an argument of :data:`TEXT_ARGUMENTS` has another type, or one of
-            :data:`NON_EMPTY_ARGUMENTS` is an empty string; the message names the argument and what
-            it accepts.
+        EstimatorArgumentError: an argument of :data:`TEXT_ARGUMENTS` has another type or holds a
+            control character (a trailing newline), or one of :data:`NON_EMPTY_ARGUMENTS` is an empty
+            string; the message names the argument and what it accepts.
     """
     for name, value in values.items():
         types, accepted = TEXT_ARGUMENTS[name]
@@ -73,6 +80,10 @@ def check_types(**values: Any) -> None:
         if name in NON_EMPTY_ARGUMENTS and isinstance(value, str) and not value.strip():
             raise EstimatorArgumentError(
                 f"{name}={value!r} is empty: give {accepted}, or leave {name} out for its default"
+            )
+        if isinstance(value, str) and has_control_character(value):
+            raise EstimatorArgumentError(
+                f"{name}={value!r} holds a control character (a newline, a tab...): give {accepted} without one"
             )
 
 
@@ -207,10 +218,16 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
     """
     if environment is None:
         return {}
-    if not isinstance(environment, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in environment.items()
-    ):
-        raise EstimatorArgumentError(f"environment must be a dict of str -> str, got {environment!r}")
+    if not isinstance(environment, Mapping):
+        raise EstimatorArgumentError(f"environment must be a dict of str -> str, got {type(environment).__name__}")
+    for name, value in environment.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            # Name the key and the types, never the value (it may be a secret).
+            shown = repr(name) if isinstance(name, str) else f"a {type(name).__name__} key"
+            raise EstimatorArgumentError(
+                f"environment must be a dict of str -> str: {shown} has a {type(value).__name__} value; pass "
+                "every value as a string (e.g. str(8080))"
+            )
     for name, value in environment.items():
         if not _ENV_NAME_RE.match(name):
             raise EstimatorArgumentError(
@@ -219,6 +236,7 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
             )
         if "\x00" in value:
             raise EstimatorArgumentError(f"environment variable {name!r} holds a NUL byte, which no process accepts")
+        _check_known_value(name, value)
         if cloud and max(len(name), len(value)) > MAX_ENV_CHARS:
             raise EstimatorArgumentError(
                 f"environment variable {name!r}: SageMaker training jobs take names and values of at most "
@@ -230,6 +248,40 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
             f"environment has {len(environment)} variables; SageMaker training jobs take at most {MAX_ENV_ENTRIES}"
         )
     return dict(environment)
+
+
+def check_local_process_path(environment: Mapping[str, Any], machine_path: str | None) -> None:
+    """A ``PATH`` in a ``local_process`` job's environment replaces this machine's for the job's
+    processes (the toolkit, torchrun, the compilers the script runs): it must keep every folder of
+    ``machine_path`` (this machine's ``PATH``), extending it rather than replacing it.
+
+    Raises:
+        EstimatorArgumentError: ``environment["PATH"]`` lacks a folder of ``machine_path`` (the job
+            would fail with exit 127, "command not found"). The value is never shown.
+    """
+    given = environment.get("PATH")
+    if not isinstance(given, str) or machine_path is None:
+        return
+    kept = set(given.split(os.pathsep))
+    missing = [folder for folder in machine_path.split(os.pathsep) if folder and folder not in kept]
+    if missing:
+        raise EstimatorArgumentError(
+            f"environment['PATH'] leaves out {len(missing)} folder(s) of this machine's PATH: a local_process job "
+            "runs this machine's programs (the training toolkit, torchrun, compilers), and without them it fails "
+            "with exit 127 (command not found). Extend PATH instead, e.g. '/my/bin:' + os.environ['PATH'], or "
+            "leave it out (on SageMaker, environment['PATH'] replaces the container's PATH)"
+        )
+
+
+def _check_known_value(name: str, value: str) -> None:
+    """Variables sagemaker-tc reads in the job, checked now rather than after the job started."""
+    if name == ENV_HANG_GRACE:
+        from sagemaker_tc.container.watchdog import grace_seconds
+
+        try:
+            grace_seconds(None, {name: value})
+        except LauncherError as error:
+            raise EstimatorArgumentError(str(error)) from None
 
 
 def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
@@ -302,7 +354,9 @@ def resolve_cache(config: TrainingCompilerConfig | None, kind: InstanceKind) -> 
     (the job runs in another folder), and a local cache refused where the job cannot see it.
 
     Raises:
-        EstimatorArgumentError: a local ``cache`` folder for a SageMaker job or Docker local mode.
+        EstimatorArgumentError: a local ``cache`` folder for a SageMaker job or Docker local mode; one
+            that is a file, cannot be written (``/dev/null``, ``/proc/...``, read-only), or has
+            whitespace around it.
     """
     if config is None or config.cache is None or looks_like_s3(config.cache):
         return config
@@ -316,28 +370,120 @@ def resolve_cache(config: TrainingCompilerConfig | None, kind: InstanceKind) -> 
             f"compiler_config.cache={config.cache!r} is a local folder, which this job cannot see ({where}); use "
             "an s3:// URI such as 's3://my-bucket/sagemaker-tc-cache', or instance_type='local_process'"
         )
-    return config.model_copy(update={"cache": os.path.abspath(os.path.expanduser(config.cache))})
+    if config.cache != config.cache.strip():
+        raise EstimatorArgumentError(
+            f"compiler_config.cache={config.cache!r} starts or ends with whitespace; give the folder's path as it is"
+        )
+    folder = os.path.abspath(os.path.expanduser(config.cache))
+    reason = "it is not a folder" if os.path.exists(folder) and not os.path.isdir(folder) else unwritable_reason(folder)
+    if reason is not None:
+        raise EstimatorArgumentError(
+            f"compiler_config.cache={config.cache!r} cannot be a cache folder: {reason}; give a folder you can write "
+            "to (it is created if missing), or an s3:// URI"
+        )
+    return config.model_copy(update={"cache": folder})
+
+
+_CACHE_APART = (
+    "give the cache a folder of its own: not the output folder or source_dir nor a folder holding either, and "
+    "apart from the checkpoint location (a folder inside source_dir or inside the output folder is fine: "
+    "sagemaker-tc never packs or syncs it)"
+)
+
+
+def check_cache_apart(cache: str | None, *, output_path: Any, checkpoint_uri: Any, source_root: Path | None) -> None:
+    """A local ``compiler_config.cache`` (``local_process``) apart from the job's other folders: it
+    is not, and does not hold, the output folder or ``source_dir`` (the cache's archives would be
+    written among the jobs' folders or the code); it is not, does not hold and does not lie inside a
+    local checkpoint location (the checkpoint sync would copy the cache into every job's checkpoint
+    folder, or checkpoints into the cache). Inside ``source_dir`` or the output folder is fine.
+
+    Args:
+        cache: the config's cache (None or an ``s3://`` URI: nothing to check).
+        output_path: the local folder the job's folder is made in (``output_path``,
+            ``local_container_root``); None when unknown.
+        checkpoint_uri: the checkpoint location (checked only when synced locally).
+        source_root: the local ``source_dir`` (absolute), or None.
+
+    Raises:
+        EstimatorArgumentError: the folders overlap as above, naming both and what is accepted.
+    """
+    if cache is None or looks_like_s3(cache):
+        return
+    folder = local_path(cache)
+    synced = isinstance(checkpoint_uri, str) and is_synced_locally(checkpoint_uri)
+    checkpoint = local_path(checkpoint_uri) if synced else None
+    others = (
+        ("the output folder", local_path(output_path) if isinstance(output_path, str) else None, ("is", "holds")),
+        ("the checkpoint location", checkpoint, ("is", "holds", "lies inside")),
+        ("source_dir", source_root.resolve() if source_root is not None else None, ("is", "holds")),
+    )
+    for name, other, refused in others:
+        how = relation(folder, other) if other is not None else None
+        if how in refused:
+            raise EstimatorArgumentError(
+                f"compiler_config.cache={cache!r} {how} {name} {str(other)!r}: its compile archives would mix "
+                f"with that folder's files; {_CACHE_APART}"
+            )
 
 
 def check_checkpoints(
-    checkpoint_s3_uri: Any, checkpoint_local_path: Any, *, cloud: bool, kind: InstanceKind | None = None
+    checkpoint_s3_uri: Any,
+    checkpoint_local_path: Any,
+    *,
+    cloud: bool,
+    kind: InstanceKind | None = None,
+    output_path: str | None = None,
+    source_root: Path | None = None,
 ) -> None:
     """SageMaker's checkpoint sync: an ``s3://`` URI, and optionally the container folder synced with it
-    (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.local_checkpoints`).
+    (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.local_checkpoints`). The container
+    folder never overlaps the job's channels, code, model or output folder; the URI is never
+    ``output_path`` (or ``source_dir`` for a local one).
 
     Raises:
-        EstimatorArgumentError: a non-``s3://`` URI, or a local path without a URI. (Local modes
-            accept it: the same notebook runs locally first.)
+        EstimatorArgumentError: a non-``s3://`` URI, a local path without a URI, overlapping folders
+            (see above). (Local modes accept a local path without URI: the same notebook runs locally first.)
     """
     if kind is InstanceKind.LOCAL_PROCESS and checkpoint_s3_uri is not None:
-        check_local_checkpoints(checkpoint_s3_uri, checkpoint_local_path)
+        output_folder = local_path(output_path) if output_path is not None else None
+        check_local_checkpoints(
+            checkpoint_s3_uri, checkpoint_local_path, output_folder=output_folder, source_root=source_root
+        )
         return
+    if checkpoint_local_path is not None:
+        check_container_folder(checkpoint_local_path)
+    if checkpoint_s3_uri is not None and output_path is not None and _same_s3(checkpoint_s3_uri, output_path):
+        raise EstimatorArgumentError(
+            f"checkpoint_s3_uri={checkpoint_s3_uri!r} is output_path: the job's artifacts and its checkpoints "
+            "would mix; give a prefix of its own such as output_path + '/checkpoints'"
+        )
     if checkpoint_s3_uri is not None and not str(checkpoint_s3_uri).startswith("s3://"):
         raise EstimatorArgumentError(f"checkpoint_s3_uri must be an s3:// URI, got {checkpoint_s3_uri!r}")
     if checkpoint_s3_uri is not None:
         check_s3_uri("checkpoint_s3_uri", checkpoint_s3_uri)
     if checkpoint_local_path is not None and checkpoint_s3_uri is None:
         raise EstimatorArgumentError("checkpoint_local_path needs checkpoint_s3_uri (the S3 side of the sync)")
+
+
+def _same_s3(first: str, second: str) -> bool:
+    return str(first).rstrip("/") == str(second).rstrip("/")
+
+
+def own_folders(
+    output_path: str | None, cache: str | None, checkpoint_s3_uri: str | None, *, cloud: bool
+) -> tuple[Path, ...]:
+    """The local folders sagemaker-tc writes for a job, never packed into its code wherever they lie:
+    the default output folder (earlier local jobs' outputs), the local ``output_path``, a local
+    ``compiler_config.cache`` and a local checkpoint location (absolute paths)."""
+    folders = [local_path(DEFAULT_OUTPUT_PATH)]
+    if not cloud and output_path is not None:
+        folders.append(local_path(output_path))
+    if cache is not None and not looks_like_s3(cache):
+        folders.append(local_path(cache))
+    if checkpoint_s3_uri is not None and is_synced_locally(checkpoint_s3_uri):
+        folders.append(local_path(checkpoint_s3_uri))
+    return tuple(dict.fromkeys(folders))
 
 
 def check_role(role: Any) -> str:

@@ -7,16 +7,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sagemaker.core.helper.pipeline_variable import PipelineVariable
 from sagemaker.core.shapes import Channel
+from sagemaker.core.utils.utils import Unassigned
 
 from sagemaker_tc.contract import ENV_CHANNEL_PREFIX
 from sagemaker_tc.errors import ChannelNotFoundError
-from sagemaker_tc.sdk.inputs import channel_shape, is_channel_object, s3_uri_of
+from sagemaker_tc.sdk.api_limits import limit_maximum
+from sagemaker_tc.sdk.inputs import channel_shape, check_data_source, is_channel_object, s3_uri_of
 from sagemaker_tc.sdk.local_process import local_path
 from sagemaker_tc.sdk.settings_request import model_channel
+from sagemaker_tc.uris import s3_uri_problem
 
 # Channel names: CreateTrainingJob's ChannelName pattern [A-Za-z0-9\.\-_]+, at most 64 chars.
-_CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
+_CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}\Z")
 DEFAULT_CHANNEL = "training"  # SDK v2: a bare string input is the "training" channel
 
 
@@ -39,7 +43,7 @@ def check_channels(inputs: Any, *, cloud: bool) -> dict[str, str | Channel]:
             (1-64 of letters, digits, ``.``, ``-``, ``_``) or two names that differ only in case
             (both would be ``SM_CHANNEL_<NAME>``); a value of the wrong type or scheme; a local
             path that does not exist; an empty path; a channel field CreateTrainingJob refuses; a
-            file-system channel in a local mode.
+            file-system channel in a local mode; more channels than a SageMaker job takes (20).
     """
     if inputs is None:
         return {}
@@ -47,11 +51,20 @@ def check_channels(inputs: Any, *, cloud: bool) -> dict[str, str | Channel]:
         inputs = {DEFAULT_CHANNEL: inputs}
     if not isinstance(inputs, Mapping):
         raise ChannelNotFoundError(f"inputs must be a dict of channel name -> path, got {type(inputs).__name__}")
+    most = limit_maximum("InputDataConfig")
+    if cloud and most is not None and len(inputs) > most:
+        raise ChannelNotFoundError(
+            f"inputs has {len(inputs)} channels; a SageMaker training job takes at most {most} (CreateTrainingJob's "
+            "InputDataConfig): put several data sets under one S3 prefix and read its subfolders"
+        )
     channels: dict[str, str | Channel] = {}
     for name, uri in inputs.items():
         _check_name(name, channels)
         if is_channel_object(uri):
             channels[name] = _object_channel(name, uri, cloud=cloud)
+            continue
+        if isinstance(uri, PipelineVariable):
+            channels[name] = _pipeline_channel(name, uri, cloud=cloud)
             continue
         if not isinstance(uri, (str, Path)):
             raise ChannelNotFoundError(f"channel {name!r}: expected a path or URI, got {uri!r}")
@@ -74,6 +87,30 @@ def estimator_channels(estimator: Any, inputs: Any, *, cloud: bool) -> dict[str,
     return model_channel(estimator.settings, channels, cloud=cloud, local_uri=_local_uri)
 
 
+def check_file_system_vpc(channels: Mapping[str, Any], subnets: Any) -> None:
+    """A SageMaker job reads an EFS or FSx for Lustre channel through the VPC that holds the file
+    system, so a file-system channel needs the job's VPC config (``subnets`` and ``security_group_ids``).
+
+    Args:
+        channels: channel name -> ``s3://`` URI or sagemaker-core ``Channel`` (as :func:`check_channels`
+            returns them for a cloud job).
+        subnets: the job's subnets (None or empty: no VPC config).
+
+    Raises:
+        ChannelNotFoundError: a file-system channel without subnets.
+    """
+    if subnets:
+        return
+    for name, channel in channels.items():
+        source = getattr(getattr(channel, "data_source", None), "file_system_data_source", None)
+        if isinstance(channel, Channel) and source is not None and not isinstance(source, Unassigned):
+            raise ChannelNotFoundError(
+                f"channel {name!r} is a file system (EFS/FSx for Lustre): a SageMaker training job mounts it "
+                "through the file system's VPC, so pass subnets=[...] and security_group_ids=[...] of that VPC "
+                "(or copy the data to S3 and pass an s3:// URI)"
+            )
+
+
 def _check_name(name: object, seen: Mapping[str, str]) -> None:
     if not isinstance(name, str) or not _CHANNEL_NAME_RE.match(name) or name in (".", ".."):
         raise ChannelNotFoundError(
@@ -89,6 +126,7 @@ def _check_name(name: object, seen: Mapping[str, str]) -> None:
 
 def _object_channel(name: str, value: Any, *, cloud: bool) -> str | Channel:
     """A TrainingInput/FileSystemInput-like channel: its shape on SageMaker, its data's path locally."""
+    check_data_source(name, value.config["DataSource"])
     uri = s3_uri_of(value)
     if cloud:
         if uri is not None:
@@ -104,12 +142,41 @@ def _object_channel(name: str, value: Any, *, cloud: bool) -> str | Channel:
     return _local_uri(name, uri)
 
 
+def _pipeline_channel(name: str, value: PipelineVariable, *, cloud: bool) -> Channel:
+    """A pipeline variable as a channel's data (a ``ParameterString``, a step's output): checked by its
+    ``default_value`` when it has one, sent as a reference in the pipeline definition."""
+    if not cloud:
+        raise ChannelNotFoundError(
+            f"channel {name!r} is a pipeline variable: pipelines run SageMaker training jobs (ml.* instance types)"
+        )
+    default = getattr(value, "default_value", None)
+    if isinstance(default, str):
+        _cloud_uri(name, default)
+    return channel_shape(name, value)
+
+
+def is_pipeline_channel(channel: Any) -> bool:
+    """True for a channel whose data is a pipeline variable (it exists only in a pipeline definition)."""
+    uri = s3_uri_of(channel) if is_channel_object(channel) else None
+    if isinstance(channel, Channel):
+        uri = channel.data_source.s3_data_source.s3_uri if channel.data_source.s3_data_source else None
+    return isinstance(uri if uri is not None else channel, PipelineVariable)
+
+
 def _cloud_uri(name: str, uri: str) -> str:
+    if isinstance(uri, PipelineVariable):  # a TrainingInput(s3_data=<pipeline variable>)
+        default = getattr(uri, "default_value", None)
+        if isinstance(default, str):
+            _cloud_uri(name, default)
+        return uri
     if not uri.startswith("s3://"):
         raise ChannelNotFoundError(
             f"channel {name!r}: SageMaker training jobs read s3:// URIs, got {uri!r} "
             "(upload local data to S3 first, or use instance_type='local_process')"
         )
+    problem = s3_uri_problem(uri)
+    if problem is not None:
+        raise ChannelNotFoundError(f"channel {name!r}: {uri!r} is not an S3 URI: {problem}")
     return uri
 
 

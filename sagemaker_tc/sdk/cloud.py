@@ -6,31 +6,59 @@ The job is created with sagemaker-core's typed ``TrainingJob.create`` from the s
 
 from __future__ import annotations
 
+import functools
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import job_status
-from sagemaker_tc.sdk.request import TrainingJobRequest
+from sagemaker_tc.sdk.request import TrainingJobRequest, check_job_name
 
 logger = logging.getLogger(__name__)
 # Where SageMaker training jobs write their log (one stream per host: "<job name>/algo-N-<epoch seconds>").
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 
+@functools.cache
+def _session_class():
+    """The session class estimators default to, made on first use (sagemaker-core's session is imported lazily)."""
+    from sagemaker.core.helper.session_helper import Session as CoreSession
+
+    class Session(CoreSession):
+        """A sagemaker-core ``Session`` with SDK v2's ``logs_for_job``, the session estimators
+        default to (SDK v2 notebooks call ``estimator.sagemaker_session.logs_for_job(...)``,
+        ``.upload_data(...)``, ``.default_bucket()``, ``.sagemaker_client``)."""
+
+        def logs_for_job(self, job_name: str, wait: bool = False, poll: int = 10, log_type: str = "All", **_):
+            """Show a training job's CloudWatch log on stdout, as SDK v2's ``Session.logs_for_job``:
+            with ``wait``, follow it until the job ends (raises ``TrainingJobFailedError`` if it
+            failed); else print what there is now. ``log_type`` is accepted for SDK v2's calls
+            (training jobs have one kind of log)."""
+            job = CloudJob(job_name=job_name, session=self)
+            if wait:
+                job.wait(logs=True, poll_seconds=poll)
+            else:  # the user asked to see the log: it goes to stdout, as SDK v2 shows it
+                sys.stdout.write(job.logs())
+                sys.stdout.flush()
+
+    return Session
+
+
 def resolve_session(sagemaker_session: Any = None):
     """A sagemaker-core ``Session``: the one given, one wrapping a given ``boto3.Session``, or a new one
-    from the default AWS configuration (region, credentials, ``AWS_ENDPOINT_URL``)."""
+    from the default AWS configuration (region, credentials, ``AWS_ENDPOINT_URL``); the new ones have
+    SDK v2's ``logs_for_job``."""
     from sagemaker.core.helper.session_helper import Session
 
     if sagemaker_session is None:
-        return Session()
+        return _session_class()()
     if isinstance(sagemaker_session, Session):
         return sagemaker_session
     if hasattr(sagemaker_session, "client") and hasattr(sagemaker_session, "region_name"):  # a boto3.Session
-        return Session(boto_session=sagemaker_session)
+        return _session_class()(boto_session=sagemaker_session)
     raise EstimatorArgumentError(
         f"sagemaker_session must be a sagemaker.core Session or a boto3.Session, got {type(sagemaker_session).__name__}"
     )
@@ -41,13 +69,15 @@ def bucket_of(s3_uri: str) -> str:
     return s3_uri.removeprefix("s3://").split("/", 1)[0]
 
 
-def upload_source(session, archive: Path, *, bucket: str, key_prefix: str) -> str:
+def upload_source(session, archive: Path, *, bucket: str, key_prefix: str, kms_key: str | None = None) -> str:
     """Upload ``sourcedir.tar.gz`` to ``s3://<bucket>/<key_prefix>/``; returns its URI.
 
     Jobs use ``<job name>/source`` (SDK v2's layout); pipeline definitions use a prefix named by the
-    archive's content hash, so rebuilding a definition from the same code gives the same URI.
+    archive's content hash, so rebuilding a definition from the same code gives the same URI. The
+    object is encrypted with SSE-KMS (``kms_key``, else the AWS managed key), as SDK v2 uploaded it.
     """
-    return session.upload_data(str(archive), bucket=bucket, key_prefix=key_prefix)
+    extra_args = {"ServerSideEncryption": "aws:kms", **({"SSEKMSKeyId": kms_key} if kms_key else {})}
+    return session.upload_data(str(archive), bucket=bucket, key_prefix=key_prefix, extra_args=extra_args)
 
 
 @dataclass
@@ -64,6 +94,11 @@ class CloudJob:
 
     job_name: str
     session: Any
+
+    @property
+    def name(self) -> str:
+        """The job's name (SDK v2's ``latest_training_job.name``)."""
+        return self.job_name
 
     def _resource(self):
         from sagemaker.core.resources import TrainingJob
@@ -109,13 +144,17 @@ class CloudJob:
     def logs(self) -> str:
         """The job's log so far: each of its CloudWatch streams (``/aws/sagemaker/TrainingJobs``,
         ``<job name>/algo-N-...``), every line starting with the stream's host (``algo-1 | ``) as
-        ``local_process`` jobs print them."""
+        ``local_process`` jobs print them. Empty while the log group does not exist yet."""
         client = self.session.boto_session.client("logs", region_name=self.session.boto_region_name)
         lines = []
         pages = client.get_paginator("describe_log_streams").paginate(
             logGroupName=LOG_GROUP, logStreamNamePrefix=f"{self.job_name}/"
         )
-        for stream in (stream for page in pages for stream in page["logStreams"]):
+        try:
+            streams = [stream for page in pages for stream in page["logStreams"]]
+        except client.exceptions.ResourceNotFoundException:  # no job has logged in this account yet
+            return ""
+        for stream in streams:
             name = stream["logStreamName"]
             host = name.removeprefix(f"{self.job_name}/").rsplit("-", 1)[0]
             token = None
@@ -157,10 +196,19 @@ def attach(training_job_name: str, sagemaker_session: Any = None) -> CloudJob:
     """The handle of an existing training job, checked to exist.
 
     Raises:
-        EstimatorArgumentError: no such job in the session's account and region, or it cannot be described.
+        EstimatorArgumentError: a name that is no TrainingJobName (``""``, not a string, a control
+            character; checked before any AWS call); no such job in the session's account and region,
+            or it cannot be described.
     """
     from botocore.exceptions import ClientError
 
+    try:
+        check_job_name(training_job_name)
+    except EstimatorArgumentError:
+        raise EstimatorArgumentError(
+            f"training_job_name {training_job_name!r} is not a training job's name: SageMaker's job names are 1-63 "
+            "letters, digits and '-', starting with a letter or digit (see the SageMaker console's Training jobs)"
+        ) from None
     job = CloudJob(job_name=training_job_name, session=resolve_session(sagemaker_session))
     try:
         job.describe()  # fail now if the job does not exist

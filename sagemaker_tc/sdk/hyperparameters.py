@@ -30,6 +30,11 @@ RESERVED_PREFIX = HP_TOOLKIT_PREFIX
 # A name becomes the option --<name> and the variable SM_HP_<NAME>: no leading '-' (it would read
 # ----name), no '=' (illegal in a variable name), no whitespace or control characters.
 _BAD_NAME_RE = re.compile(r"^-|[=\s\x00-\x1f\x7f]")
+# Names that look like a secret's (warned about: hyperparameters are shown and logged).
+# "token" only as a word of the name (hf_token, token), not max_tokens or tokenizer_name.
+_SECRET_NAME_RE = re.compile(
+    r"passw(or)?d|secret|(^|[_-])token($|[_-])|api_?key|access_?key|private_?key|credential", re.IGNORECASE
+)
 _NUMBER_RE = re.compile(r"^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
@@ -70,7 +75,8 @@ def encode_hyperparameters(
             command line).
 
     Returns:
-        name -> JSON text, in the given order.
+        name -> JSON text, in the given order; a pipeline variable's value stays a pipeline variable
+        (its ``to_string()``, as SDK v2 sent it), its ``default_value`` checked.
 
     Raises:
         HyperparameterError: not a mapping, more than :data:`MAX_HYPERPARAMETERS` less the
@@ -79,7 +85,8 @@ def encode_hyperparameters(
             :func:`encode_value` rejects.
 
     Warns:
-        HyperparameterWarning: a user value the script's argument parser will read as an option.
+        HyperparameterWarning: a user value the script's argument parser will read as an option, or
+            a name that looks like a secret's (:func:`warn_if_secret_name`).
     """
     if hyperparameters is None:
         return {}
@@ -96,10 +103,33 @@ def encode_hyperparameters(
                 f"hyperparameter name {name!r} is not accepted: names are non-empty strings of at most "
                 f"{MAX_KEY_CHARS} characters"
             )
+        if is_pipeline_variable(value):
+            encoded[name] = _pipeline_value(name, value, allow_reserved=allow_reserved)
+            continue
         if not allow_reserved:
             check_user_hyperparameter(name, value)
         encoded[name] = encode_value(name, value)
     return encoded
+
+
+def is_pipeline_variable(value: Any) -> bool:
+    """True for a SageMaker Pipelines variable (a ``ParameterString``, a step's property, ...)."""
+    try:
+        from sagemaker.core.helper.pipeline_variable import PipelineVariable
+    except ImportError:  # the container side runs without sagemaker-core
+        return False
+    return isinstance(value, PipelineVariable)
+
+
+def _pipeline_value(name: str, value: Any, *, allow_reserved: bool) -> Any:
+    """A pipeline variable's value as SDK v2 sent it (``value.to_string()``, a reference resolved when
+    the pipeline runs), its ``default_value`` checked like a plain value."""
+    default = getattr(value, "default_value", None)
+    if default is not None:
+        if not allow_reserved:
+            check_user_hyperparameter(name, default)
+        encode_value(name, default)
+    return value.to_string()
 
 
 def check_count(count: int, *, sdk_keys: int) -> None:
@@ -150,6 +180,7 @@ def check_value_text(name: str, text: str) -> None:
     """
     _check_length(name, text, "as sent")
     _warn_if_option(name, text)
+    warn_if_secret_name(name)
 
 
 def check_user_hyperparameter(name: str, value: Any) -> None:
@@ -171,13 +202,33 @@ def check_user_hyperparameter(name: str, value: Any) -> None:
             "json.loads"
         )
     _warn_if_option(name, value)
+    warn_if_secret_name(name)
+
+
+def warn_if_secret_name(name: str) -> None:
+    """Warn when a hyperparameter's name looks like a secret's (``db_password``, ``hf_token``, ...):
+    SageMaker shows hyperparameters in DescribeTrainingJob and the console, and the toolkit writes
+    them to the job's log and ``hyperparameters.json``.
+
+    Warns:
+        HyperparameterWarning: the name holds ``password``, ``secret``, the word ``token``, ``api_key``,
+            ``access_key``, ``private_key`` or ``credential`` (any case).
+    """
+    if _SECRET_NAME_RE.search(name):
+        warn_user(
+            f"hyperparameter {name!r} looks like a secret: hyperparameters are not secret (SageMaker shows them in "
+            "DescribeTrainingJob and the console, and the training toolkit prints them in the job's log and writes "
+            "them to hyperparameters.json); pass secrets through a secrets service (AWS Secrets Manager, read in the "
+            "script) or an environment variable instead",
+            HyperparameterWarning,
+        )
 
 
 def _warn_if_option(name: str, value: Any) -> None:
     if isinstance(value, str) and value.startswith("-") and not _NUMBER_RE.match(value):
         warn_user(
-            f"hyperparameter {name!r} has the value {value!r}, which your script's argument parser will read as an "
-            f"option, not as the value of --{name} (a value such as '--help' makes the script print its help and "
+            f"hyperparameter {name!r} has a value starting with '-', which your script's argument parser will read "
+            f"as an option, not as the value of --{name} (a value such as '--help' makes the script print its help and "
             "the job end Completed without training); rename the value if that is not what you want",
             HyperparameterWarning,
         )

@@ -7,7 +7,7 @@ The tables are sagemaker-core's (``sagemaker.core.image_uris.config_for_framewor
 lists versions, short aliases (``"2.8"`` -> ``"2.8.0"``), Python versions and processors. A full
 version the table does not list (``"4.56.0"`` when the DLC carries 4.56.2) resolves to the image of
 its major.minor alias, with a log line naming the version the image carries. Errors list only what
-sagemaker-tc supports: images with PyTorch >= 2.6 (the floor in ``support_matrix.json``).
+sagemaker-tc supports: images with PyTorch >= 2.7 (the floor in ``support_matrix.json``).
 
 With the compiler on, a stock DLC must also match a *tested* stack of the support matrix
 (:func:`check_tested_stack`, :mod:`sagemaker_tc.sdk.support`).
@@ -51,7 +51,8 @@ def _check_pytorch(version: str | None, argument: str) -> str:
         raise UnsupportedImageError(f"{argument} is required to pick a training image (or pass image_uri=)")
     if _version_tuple(version) < MIN_PYTORCH:
         raise UnsupportedImageError(
-            f"{argument}={version!r}: sagemaker-tc compiles with TorchInductor and needs PyTorch >= {_MIN_TEXT}"
+            f"{argument}={version!r}: sagemaker-tc compiles with TorchInductor and needs PyTorch >= {_MIN_TEXT}; "
+            f"tested: {_tested_list()}"
         )
     return version
 
@@ -80,14 +81,14 @@ def _full(table: dict[str, Any], key: str) -> str:
 
 
 def supported_pytorch_versions() -> list[str]:
-    """``framework_version`` values (major.minor) with a PyTorch training DLC, PyTorch >= 2.6."""
+    """``framework_version`` values (major.minor) with a PyTorch training DLC, PyTorch >= 2.7."""
     table = training_table("pytorch")
     return [_short(full) for full in table["versions"] if _version_tuple(full) >= MIN_PYTORCH]
 
 
 def supported_huggingface_versions() -> list[tuple[str, str]]:
     """``(transformers major.minor, PyTorch major.minor)`` pairs with a Hugging Face training DLC,
-    PyTorch >= 2.6."""
+    PyTorch >= 2.7."""
     table = training_table("huggingface")
     pairs = []
     for full, entry in table["versions"].items():
@@ -163,8 +164,8 @@ def training_image(
         transformers_version: Hugging Face only, e.g. ``"4.56"`` or ``"4.56.0"``.
 
     Raises:
-        UnsupportedImageError: a version is missing, older than PyTorch 2.6, or the combination has no
-            image; the message lists the supported versions (PyTorch >= 2.6 only).
+        UnsupportedImageError: a version is missing, older than PyTorch 2.7, or the combination has no
+            image; the message lists the supported versions (PyTorch >= 2.7 only).
     """
     from sagemaker.core import image_uris
 
@@ -200,10 +201,15 @@ def training_image(
         ) from None
 
 
+def _tested_list() -> str:
+    """The support matrix's tested stacks, the default first, as the refusals list them."""
+    tested = sorted(support_matrix().tested(), key=lambda stack: not stack.default)
+    return ", ".join(f"{stack.describe()} ({stack.name})" for stack in tested)
+
+
 def _untested(what: str, *, override: str = "pass image_uri= with an image you have tested") -> UnsupportedImageError:
     """The refusal of a stock DLC that matches no tested stack: what was asked, and the tested stacks."""
-    tested = sorted(support_matrix().tested(), key=lambda stack: not stack.default)
-    listed = ", ".join(f"{stack.describe()} ({stack.name})" for stack in tested)
+    listed = _tested_list()
     return UnsupportedImageError(
         f"{what} matches no tested sagemaker-tc stack (torch and transformers compared by major.minor); "
         f"tested: {listed}. Use a tested stack, {override}, or turn the compiler off with "
@@ -231,7 +237,7 @@ def check_tested_stack(
         transformers_version: Hugging Face only, as given.
 
     Raises:
-        UnsupportedImageError: torch below the floor (PyTorch 2.6), a version that is not a version
+        UnsupportedImageError: torch below the floor (PyTorch 2.7), a version that is not a version
             number, or versions that match no tested stack; the message names the versions asked for
             and lists the tested stacks.
     """
@@ -299,13 +305,14 @@ def dlc_accounts() -> frozenset[str]:
     return frozenset().union(*(_registries(image_uris.config_for_framework(name)) for name in _DLC_TABLES))
 
 
-def check_training_image(uri: Any) -> None:
+def check_training_image(uri: Any, *, argument: str = "training_image", tested_stack: bool = True) -> None:
     """Refuse a training image we can tell cannot run the compiler: an AWS Deep Learning Container
     (one of the accounts in sagemaker-core's tables) whose repository is TensorFlow or MXNet, or whose
-    tag starts with a PyTorch version below 2.6 (SMTC's ``*-trcomp-training`` images among them), or
+    tag starts with a PyTorch version below 2.7 (SMTC's ``*-trcomp-training`` images among them), or
     whose tag's torch (and a Hugging Face tag's transformers) matches no tested stack of the support
-    matrix. Other images (your own, a pipeline parameter) are accepted as they are. Called only with
-    the compiler on.
+    matrix (``tested_stack``; the estimators' ``image_uri`` skips that last check, as it always did).
+    Other images (your own, a pipeline parameter) are accepted as they are. Called only with the
+    compiler on; ``argument`` names the image in the message.
 
     Raises:
         UnsupportedImageError: the image is one of those; the message names a current one, or lists
@@ -316,22 +323,22 @@ def check_training_image(uri: Any) -> None:
         return
     repository = match.group("repository")
     hint = (
-        "use a PyTorch >= 2.6 training image, e.g. sagemaker.core.image_uris.retrieve(framework='pytorch', "
+        f"use a PyTorch >= {_MIN_TEXT} training image, e.g. sagemaker.core.image_uris.retrieve(framework='pytorch', "
         "version='2.8', py_version='py312', instance_type=..., region=..., image_scope='training')"
     )
     if any(name in repository for name in _NOT_PYTORCH):
-        raise UnsupportedImageError(
-            f"training_image {uri!r} is not a PyTorch image: sagemaker-tc compiles PyTorch; {hint}"
-        )
+        raise UnsupportedImageError(f"{argument} {uri!r} is not a PyTorch image: sagemaker-tc compiles PyTorch; {hint}")
     version = _TAG_VERSION_RE.match(match.group("tag"))
     if "pytorch" not in repository or version is None:
         return
     torch = f"{version['major']}.{version['minor']}"
     if (int(version["major"]), int(version["minor"])) < MIN_PYTORCH:
         raise UnsupportedImageError(
-            f"training_image {uri!r} carries PyTorch {torch}: sagemaker-tc compiles with "
+            f"{argument} {uri!r} carries PyTorch {torch}: sagemaker-tc compiles with "
             f"TorchInductor and needs PyTorch >= {_MIN_TEXT}; {hint}"
         )
+    if not tested_stack:
+        return
     transformers = _TAG_TRANSFORMERS_RE.search(match.group("tag"))
     transformers_version = f"{transformers['major']}.{transformers['minor']}" if transformers else None
     if support_matrix().tested_match(torch=torch, transformers=transformers_version) is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sagemaker.core.helper.pipeline_variable import PipelineVariable
 from sagemaker.core.shapes import Channel
 from sagemaker.core.utils.utils import transform
 
@@ -68,8 +69,19 @@ class TrainingInput:
     ) -> None:
         if instance_groups is not None:
             raise ChannelNotFoundError("TrainingInput(instance_groups=...): heterogeneous clusters are not supported")
-        source = {"S3DataType": s3_data_type, "S3Uri": str(s3_data)}
+        # A pipeline variable (a ParameterString, a processing step's output) stays one: the pipeline
+        # definition refers to it (SDK v2's TrainingInput took them).
+        uri = s3_data if isinstance(s3_data, PipelineVariable) else str(s3_data)
+        source = {"S3DataType": s3_data_type, "S3Uri": uri}
         source["S3DataDistributionType"] = distribution or "FullyReplicated"
+        if isinstance(attribute_names, str) or (
+            attribute_names is not None
+            and (not isinstance(attribute_names, (list, tuple)) or not all(isinstance(a, str) for a in attribute_names))
+        ):
+            raise ChannelNotFoundError(
+                f"TrainingInput(attribute_names=...) is a list of strings, got {type(attribute_names).__name__}; "
+                "write attribute_names=['label'] for one attribute"
+            )
         if attribute_names:
             source["AttributeNames"] = list(attribute_names)
         self.config: dict[str, Any] = {"DataSource": {"S3DataSource": source}}
@@ -81,7 +93,13 @@ class TrainingInput:
         }
         self.config.update({key: value for key, value in optional.items() if value is not None})
         if shuffle_config is not None:
-            self.config["ShuffleConfig"] = {"Seed": getattr(shuffle_config, "seed", shuffle_config)}
+            seed = getattr(shuffle_config, "seed", shuffle_config)
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                raise ChannelNotFoundError(
+                    f"TrainingInput(shuffle_config=...) takes an int seed or an object with an int .seed "
+                    f"(SDK v2's ShuffleConfig), got {type(seed).__name__}"
+                )
+            self.config["ShuffleConfig"] = {"Seed": seed}
         self.target_attribute_name = target_attribute_name
 
 
@@ -137,13 +155,44 @@ def channel_shape(name: str, value: Any) -> Channel:
     if is_channel_object(value):
         config = dict(value.config)
     else:
-        config = TrainingInput(str(value)).config
+        config = TrainingInput(value if isinstance(value, PipelineVariable) else str(value)).config
+    check_data_source(name, config["DataSource"])
     for path, shape_name in _CHECKED_FIELDS:
         field = _dig(config, path)
-        problem = None if field is None else limit_problem(shape_name, field)
+        problem = None if field is None or isinstance(field, PipelineVariable) else limit_problem(shape_name, field)
         if problem is not None:
             raise ChannelNotFoundError(f"channel {name!r}: {'.'.join(path)}={field!r} is not accepted: {problem}")
     return Channel(**transform({**config, "ChannelName": name}, "Channel"))
+
+
+_SOURCE_FIELDS = {
+    "S3DataSource": ("S3Uri", "S3DataType"),
+    "FileSystemDataSource": ("FileSystemId", "FileSystemType", "DirectoryPath", "FileSystemAccessMode"),
+}
+
+
+def check_data_source(name: str, source: Mapping[str, Any]) -> None:
+    """``DataSource`` holds exactly one of ``S3DataSource`` or ``FileSystemDataSource``, each with the
+    fields CreateTrainingJob requires (checked before any upload).
+
+    Raises:
+        ChannelNotFoundError: none or both, another key, or a required field missing or not a string.
+    """
+    kinds = [key for key in source if key in _SOURCE_FIELDS]
+    if len(kinds) != 1 or len(source) != 1:
+        raise ChannelNotFoundError(
+            f"channel {name!r}: config['DataSource'] holds {sorted(map(str, source)) or 'nothing'}; it takes exactly "
+            "one of 'S3DataSource' (use TrainingInput) or 'FileSystemDataSource' (use FileSystemInput)"
+        )
+    fields = source[kinds[0]]
+    for field in _SOURCE_FIELDS[kinds[0]]:
+        if isinstance(fields, Mapping) and isinstance(fields.get(field), PipelineVariable):
+            continue  # resolved by the pipeline when it runs
+        if not isinstance(fields, Mapping) or not isinstance(fields.get(field), str) or not fields[field]:
+            raise ChannelNotFoundError(
+                f"channel {name!r}: config['DataSource']['{kinds[0]}'] needs {field!r} (a non-empty string); "
+                f"it takes {', '.join(_SOURCE_FIELDS[kinds[0]])}"
+            )
 
 
 def _dig(config: Mapping[str, Any], path: tuple[str, ...]) -> Any:

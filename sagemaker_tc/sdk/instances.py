@@ -21,7 +21,7 @@ LOCAL_PROCESS = "local_process"
 # CreateTrainingJob's InstanceCount has no maximum of its own (the account's service quotas decide);
 # more than this is a typo, not a training cluster.
 MAX_INSTANCE_COUNT = 1000
-_ML_TYPE_RE = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.(?P<size>[a-z0-9-]+)$")
+_ML_TYPE_RE = re.compile(r"^ml\.(?P<family>[a-z0-9-]+)\.(?P<size>[a-z0-9-]+)\Z")
 
 
 class InstanceKind(str, Enum):

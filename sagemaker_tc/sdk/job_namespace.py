@@ -15,9 +15,12 @@ variables keep naming the job folder's host paths, which are the same folders.
 The rule where no namespace is available (not Linux, no ``unshare``, namespaces denied, or
 ``SM_TC_LOCAL_NAMESPACE=0``): a job that names ``/opt/ml`` (in a hyperparameter or environment
 value, a file of its code, or a checkpoint configuration) is refused before it starts with
-:class:`~sagemaker_tc.errors.OptMlUnavailableError`; any other job runs with its ``SM_*`` folders
-and an :class:`~sagemaker_tc.errors.OptMlNotMappedWarning`. Never a silent fall back to the host's
-``/opt/ml``.
+:class:`~sagemaker_tc.errors.OptMlUnavailableError`. Spotting the text is not enough (a script can
+build the path), so any other job runs only where it cannot reach this machine's ``/opt/ml``: where
+that folder does not exist and cannot be made (:func:`host_opt_ml_reachable`), or where the user opted
+in with ``SM_TC_ALLOW_HOST_OPT_ML=1`` in the environment of the process that calls ``fit()``; else
+it is refused too. Such a job runs with its ``SM_*`` folders and an
+:class:`~sagemaker_tc.errors.OptMlNotMappedWarning`. Never a silent fall back to the host's ``/opt/ml``.
 """
 
 from __future__ import annotations
@@ -35,12 +38,18 @@ from urllib.parse import unquote, urlparse
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import OptMlNotMappedWarning, OptMlUnavailableError
+from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
 from sagemaker_tc.sdk.local_hosts import HostCommand
 from sagemaker_tc.sdk.request import TrainingJobRequest
 from sagemaker_tc.warn import warn_user
 
 OPT_ML = "/opt/ml"
+# This machine's /opt/ml, which a job without a namespace must not be able to reach.
+HOST_OPT_ML = Path(OPT_ML)
+# "1": run jobs without a namespace even where this machine's /opt/ml exists or can be made (read
+# from the environment of the process that calls fit()).
+ENV_ALLOW_HOST_OPT_ML = "SM_TC_ALLOW_HOST_OPT_ML"
 # Each host's tmpfs for the new /opt is mounted here (inside the namespace only), next to its job folder.
 STAGE_NAME = ".sagemaker-tc-opt"
 # The unshare options tried in turn: a plain mount namespace (root), then one in a user namespace.
@@ -190,14 +199,32 @@ def _local(uri: object) -> str:
     return unquote(parsed.netloc + parsed.path) if parsed.scheme == "file" else text
 
 
+def host_opt_ml_reachable(folder: Path | None = None) -> str | None:
+    """How a job without a namespace could reach this machine's ``/opt/ml`` (``folder``, default
+    :data:`HOST_OPT_ML`): it exists, or it can be made; None when neither (nothing to read or write).
+    Probed as :func:`sagemaker_tc.paths.unwritable_reason` does, leaving nothing behind."""
+    folder = HOST_OPT_ML if folder is None else folder
+    if folder.exists() or folder.is_symlink():
+        return f"{folder} exists on this machine"
+    if unwritable_reason(folder) is None:
+        return f"{folder} does not exist but this user can create it"
+    return None
+
+
+def _opted_in() -> bool:
+    return os.environ.get(ENV_ALLOW_HOST_OPT_ML, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def prepare(request: TrainingJobRequest) -> Namespace | None:
     """How the job's hosts start: in a namespace each, or (where there is none) with a warning.
 
     Warns:
-        OptMlNotMappedWarning: no namespace here, and the job does not name ``/opt/ml``.
+        OptMlNotMappedWarning: no namespace here, the job does not name ``/opt/ml``, and this
+            machine's ``/opt/ml`` is out of its reach (or the user opted in).
 
     Raises:
-        OptMlUnavailableError: no namespace here, and the job names ``/opt/ml``.
+        OptMlUnavailableError: no namespace here, and the job names ``/opt/ml``, or this machine's
+            ``/opt/ml`` exists or can be made and the user did not set ``SM_TC_ALLOW_HOST_OPT_ML=1``.
     """
     namespace = find_namespace()
     if isinstance(namespace, Namespace):
@@ -210,9 +237,18 @@ def prepare(request: TrainingJobRequest) -> Namespace | None:
             f"here: {namespace}. Nothing was started: read the job's folders from the SM_* variables instead "
             f"({variables}), or run where Linux mount namespaces are allowed"
         )
+    reachable = host_opt_ml_reachable()
+    if reachable is not None and not _opted_in():
+        raise OptMlUnavailableError(
+            f"local_process cannot give this job a private /opt/ml here ({namespace}), and the job could reach this "
+            f"machine's /opt/ml ({reachable}), where a script that builds the path would read or write. Nothing was "
+            f"started: run where Linux mount namespaces are allowed, or set {ENV_ALLOW_HOST_OPT_ML}=1 in this "
+            f"process's environment to run it anyway, reading the job's folders from the SM_* variables ({variables})"
+        )
     warn_user(
         f"local_process runs this job without a private /opt/ml ({namespace}): /opt/ml paths are not the job's "
-        f"folders there, so read them from the SM_* variables ({variables})",
+        f"folders there, so read them from the SM_* variables ({variables})"
+        + (f"; {ENV_ALLOW_HOST_OPT_ML}=1: the job can reach this machine's /opt/ml ({reachable})" if reachable else ""),
         OptMlNotMappedWarning,
     )
     return None

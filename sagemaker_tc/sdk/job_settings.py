@@ -60,17 +60,52 @@ def _check_list(name: str, shape_name: str, list_shape: str) -> Callable[[Any], 
     return check
 
 
-def _check_tags(value: Any) -> list[dict[str, str]]:
-    """SDK v2's tags: ``[{"Key": k, "Value": v}, ...]`` or ``{k: v}``, each key and value in the API's limits."""
+def check_tags(value: Any) -> list[dict[str, str]]:
+    """SDK v2's tags: ``[{"Key": k, "Value": v}, ...]`` or ``{k: v}``, each key and value in the API's limits.
+
+    Raises:
+        EstimatorArgumentError: not such a list; a tag that is not a dict, lacks ``Key`` or ``Value``
+            (CreateTrainingJob requires both), or holds a non-string (named by its index, never its
+            value); a field other than ``Key``/``Value``; a key or value outside CreateTrainingJob's
+            limits (control characters included); an ``aws:`` key; a key given twice.
+    """
     if isinstance(value, Mapping):
         value = [{"Key": key, "Value": item} for key, item in value.items()]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(tag, Mapping) and "Key" in tag for tag in value):
+    if not isinstance(value, (list, tuple)):
         raise EstimatorArgumentError(f"tags must be a list of {{'Key': str, 'Value': str}} (or a dict), got {value!r}")
     check_limit("tags", "TagList", list(value))
-    for tag in value:
+    seen: set[str] = set()
+    for index, tag in enumerate(value):
+        _check_tag_shape(index, tag)
+        unknown = sorted(set(map(str, tag)) - {"Key", "Value"})
+        if unknown:
+            raise EstimatorArgumentError(f"tags: a tag takes 'Key' and 'Value' only, got also {unknown}")
         check_limit("tags: a key", "TagKey", tag["Key"])
         check_limit(f"tags: the value of {tag['Key']!r}", "TagValue", tag.get("Value", ""))
-    return [{"Key": tag["Key"], "Value": tag.get("Value", "")} for tag in value]
+        if tag["Key"].lower().startswith("aws:"):
+            raise EstimatorArgumentError(
+                f"tags: the key {tag['Key']!r} starts with 'aws:', which AWS reserves for its own tags; rename it"
+            )
+        if tag["Key"] in seen:
+            raise EstimatorArgumentError(f"tags: the key {tag['Key']!r} is given twice; a job takes each key once")
+        seen.add(tag["Key"])
+    return [{"Key": tag["Key"], "Value": tag["Value"]} for tag in value]
+
+
+def _check_tag_shape(index: int, tag: Any) -> None:
+    """One tag of ``tags``: a dict with a string ``Key`` and a string ``Value``.
+
+    Raises:
+        EstimatorArgumentError: anything else, named by the tag's index (its value is never echoed).
+    """
+    accepted = "each tag is {'Key': str, 'Value': str} (CreateTrainingJob requires both; 'Value' may be '')"
+    if not isinstance(tag, Mapping):
+        raise EstimatorArgumentError(f"tags[{index}] is a {type(tag).__name__}: {accepted}")
+    for name in ("Key", "Value"):
+        if name not in tag:
+            raise EstimatorArgumentError(f"tags[{index}] has no {name!r}: {accepted}")
+        if not isinstance(tag[name], str):
+            raise EstimatorArgumentError(f"tags[{index}][{name!r}] is a {type(tag[name]).__name__}: {accepted}")
 
 
 def _check_strings(name: str) -> Callable[[Any], list[str]]:
@@ -103,7 +138,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
         for name, shape in _LIMITED.items()
     },
     **{name: (lambda value, name=name: check_flag(name, value)) for name in _FLAGS},
-    "tags": _check_tags,
+    "tags": check_tags,
     "subnets": _check_list("subnets", "SubnetId", "Subnets"),
     "security_group_ids": _check_list("security_group_ids", "SecurityGroupId", "VpcSecurityGroupIds"),
     "container_log_level": _check_log_level,
@@ -141,11 +176,11 @@ class JobSettings:
             name for name in self.values if name not in _LOCAL_TOO or (name == "debugger_hook_config" and hook_given)
         ]
 
-    def apply(self, request, *, cloud: bool):
+    def apply(self, request, *, cloud: bool, region: str | None = None):
         """The request with these settings in it (cloud jobs: every field; locally: the log level)."""
         from sagemaker_tc.sdk.settings_request import apply_settings
 
-        return apply_settings(request, self, cloud=cloud)
+        return apply_settings(request, self, cloud=cloud, region=region)
 
 
 def check_job_settings(
@@ -196,6 +231,8 @@ def _check_pairs(settings: JobSettings, *, max_run: int, compiler_enabled: bool)
         )
     if settings.get("disable_profiler") and "profiler_config" in settings.values:
         raise EstimatorArgumentError("profiler_config and disable_profiler=True contradict each other: drop one")
+    if settings.get("disable_profiler") and (settings.get("rules") or {}).get("profiler"):
+        raise EstimatorArgumentError("ProfilerRule in rules and disable_profiler=True contradict each other: drop one")
 
 
 def _warn_cloud(settings: JobSettings, checkpoint_s3_uri: str | None) -> None:
@@ -210,7 +247,7 @@ def _warn_cloud(settings: JobSettings, checkpoint_s3_uri: str | None) -> None:
     hooks += ["rules"] if any(rules.values()) else []
     if hooks:
         warn_user(
-            f"{', '.join(hooks)}: sent as given; SageMaker Debugger and Profiler hooks add overhead to compiled "
-            "training (SMTC documented it), so leave them out of timing runs",
+            f"{', '.join(hooks)}: sent as SDK v2 sends them; SageMaker Debugger and Profiler hooks add overhead to "
+            "compiled training (SMTC documented it), so leave them out of timing runs",
             JobSettingWarning,
         )

@@ -58,9 +58,29 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _stream(pipe: TextIO, sink: TextIO | None, prefix: str) -> None:
-    """Copy the job's output to ``sink`` line by line (drained, not shown, when ``sink`` is None)."""
+class LastException:
+    """The last Python exception a host's log showed: the first unindented line after a
+    ``Traceback (most recent call last):`` header (the script's own, when the toolkit ran it directly
+    and its failure file says only ``ErrorMessage ""``)."""
+
+    def __init__(self) -> None:
+        self.line: str | None = None
+        self._in_traceback = False
+
+    def feed(self, line: str) -> None:
+        """Read one line of the host's log."""
+        if line.startswith("Traceback (most recent call last):"):
+            self._in_traceback = True
+        elif self._in_traceback and line.strip() and not line[0].isspace():
+            self.line, self._in_traceback = line.strip(), False
+
+
+def _stream(pipe: TextIO, sink: TextIO | None, prefix: str, last: LastException | None = None) -> None:
+    """Copy the job's output to ``sink`` line by line (drained, not shown, when ``sink`` is None),
+    noting its last exception in ``last``."""
     for line in pipe:
+        if last is not None:
+            last.feed(line)
         if sink is not None:
             sink.write(prefix + line)
             sink.flush()
@@ -105,8 +125,10 @@ def run_hosts(
     *,
     max_run: int,
     stop: StopRequest | None = None,
+    exceptions: dict[str, LastException] | None = None,
 ) -> dict[str, int]:
     """Start every host, stream its log to ``sink``, and wait for all of them; returns each exit code.
+    ``exceptions`` (when given) gets each host's :class:`LastException`.
 
     ``stop`` (a :class:`~sagemaker_tc.sdk.local_stop.StopRequest`, set from another thread) stops
     the job as SageMaker does: SIGTERM to every process of every host, ``stop.grace_s`` for them to
@@ -118,7 +140,12 @@ def run_hosts(
     try:
         for host, command in commands.items():
             processes[host] = _start_host(command, environment)
-            streamer = threading.Thread(target=_stream, args=(processes[host].stdout, sink, f"{host} | "), daemon=True)
+            last = LastException()
+            if exceptions is not None:
+                exceptions[host] = last
+            streamer = threading.Thread(
+                target=_stream, args=(processes[host].stdout, sink, f"{host} | ", last), daemon=True
+            )
             streamer.start()
             streamers.append(streamer)
         exit_codes = _wait_for_hosts(processes, job_dirs, max_run=max_run, stop=stop)

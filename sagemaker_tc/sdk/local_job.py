@@ -18,9 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import job_status
 from sagemaker_tc.sdk.local_process import LocalJobResult, PreparedJob
-from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest
+from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest, check_grace
 
 if TYPE_CHECKING:
     from sagemaker_tc.sdk.local_docker_job import DockerJob
@@ -171,6 +172,11 @@ class LocalJob:
         return self._result.model_artifacts if self._result is not None else None
 
     @property
+    def name(self) -> str:
+        """The job's name (SDK v2's ``latest_training_job.name``)."""
+        return self.job_name
+
+    @property
     def model_data(self) -> str | None:
         """``model_artifacts`` (the name the SageMaker job's handle uses)."""
         return self.model_artifacts
@@ -190,7 +196,7 @@ class LocalJob:
         """Wall time of the job, seconds, once it ended."""
         return self._result.duration_seconds if self._result is not None else None
 
-    def stop(self, *, grace_s: float | None = None) -> None:
+    def stop(self, *positional: Any, grace_s: float | None = None) -> None:
         """Stop the job as SageMaker's StopTrainingJob does: SIGTERM to every process of every host,
         then, after the grace period, SIGKILL (Docker local mode: ``docker compose stop --timeout
         <grace>`` on the job's containers). Returns at once (the job is ``Stopping``); :meth:`wait` for
@@ -200,7 +206,18 @@ class LocalJob:
         Args:
             grace_s: seconds between SIGTERM and SIGKILL; default ``SM_TC_STOP_GRACE_S`` in the job's
                 environment, else SageMaker's 120.
+
+        Raises:
+            EstimatorArgumentError: ``grace_s`` is not a number of seconds >= 0, or given by position
+                (``stop(5)``; it is keyword-only: ``stop(grace_s=5)``), checked before anything is signalled.
         """
+        if positional:
+            raise EstimatorArgumentError(
+                f"stop() takes no positional argument, got {len(positional)}: give the grace period by keyword, "
+                "e.g. stop(grace_s=30)"
+            )
+        if grace_s is not None:
+            grace_s = check_grace(grace_s)
         if self._ended is not None:
             logger.info("Training job %s already ended (%s): nothing to stop", self.job_name, self.status)
             return

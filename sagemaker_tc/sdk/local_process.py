@@ -28,7 +28,7 @@ from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
 from sagemaker_tc.sdk import job_namespace
 from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync, is_synced_locally
-from sagemaker_tc.sdk.local_hosts import HostCommand, first_failure, free_port, run_hosts
+from sagemaker_tc.sdk.local_hosts import HostCommand, LastException, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
@@ -38,6 +38,8 @@ INSTANCE_TYPE = "local_process"
 HOST = "algo-1"
 # The failure file's first 1024 characters become a SageMaker job's FailureReason.
 MAX_FAILURE_REASON_CHARS = 1024
+# The toolkit's failure file for a script it ran with stderr not captured: the exception is only in the log.
+_EMPTY_TOOLKIT_MESSAGE = 'ErrorMessage ""'
 # Shown when the toolkit died without writing output/failure.
 _NO_FAILURE_FILE = "the training process exited with code {code} and wrote no output/failure file"
 # The watchdog's grace period in local_process jobs, seconds (SageMaker's is 600): a job process
@@ -162,10 +164,16 @@ def _tar_folder(folder: Path, archive: Path) -> None:
             tar.add(child, arcname=child.name)
 
 
-def _failure_reason(job_dir: Path, exit_code: int) -> str | None:
+def _failure_reason(job_dir: Path, exit_code: int, exception: str | None = None) -> str | None:
+    """The host's failure reason: its ``output/failure``, led by the script's ``exception`` (the last
+    one its log showed) when the file does not hold it (the toolkit's ``ErrorMessage ""`` for a script
+    it ran directly: a job without the compiler)."""
     failure = job_dir / "output" / "failure"
     if failure.exists():
-        return failure.read_text(encoding="utf-8", errors="replace")[:MAX_FAILURE_REASON_CHARS]
+        text = failure.read_text(encoding="utf-8", errors="replace")
+        if exception and _EMPTY_TOOLKIT_MESSAGE in text and exception not in text:
+            text = f"{exception}\n{text}"
+        return text[:MAX_FAILURE_REASON_CHARS]
     if exit_code != 0 or not (job_dir / "output" / "success").exists():
         return _NO_FAILURE_FILE.format(code=exit_code)
     return None
@@ -251,14 +259,17 @@ class PreparedJob:
         max_run = request.stopping_condition.max_runtime_in_seconds
         started = time.monotonic()
         try:
+            exceptions: dict[str, LastException] = {}
             with self.checkpoints:
-                exit_codes = run_hosts(self.commands, job_dirs, self.environment, sink, max_run=max_run, stop=stop)
+                exit_codes = run_hosts(
+                    self.commands, job_dirs, self.environment, sink, max_run=max_run, stop=stop, exceptions=exceptions
+                )
         finally:
             job_namespace.remove_stages(job_dirs)
         duration = time.monotonic() - started
         first = next(iter(job_dirs.values()))  # algo-1
         model_tar, output_tar = _write_artifacts(first, self.output_root / "output")
-        status, secondary, reason = _outcome(job_dirs, exit_codes, stop)
+        status, secondary, reason = _outcome(job_dirs, exit_codes, stop, {h: e.line for h, e in exceptions.items()})
         logger.info("Training job %s %s in %.1f s", request.training_job_name, status, duration)
         return LocalJobResult(
             job_name=request.training_job_name,
@@ -342,14 +353,20 @@ def _write_artifacts(job_dir: Path, artifacts: Path) -> tuple[Path, Path]:
     return model_tar, output_tar
 
 
-def _outcome(job_dirs: dict[str, Path], exit_codes: dict[str, int], stop: StopRequest) -> tuple[str, str, str | None]:
+def _outcome(
+    job_dirs: dict[str, Path],
+    exit_codes: dict[str, int],
+    stop: StopRequest,
+    exceptions: dict[str, str | None] | None = None,
+) -> tuple[str, str, str | None]:
     """``(TrainingJobStatus, SecondaryStatus, FailureReason)``: ``Stopped`` once the job was sent SIGTERM
     (``Stopped``, or ``MaxRuntimeExceeded`` with its reason), else ``Completed``, or ``Failed`` with the
     reason of the host that failed first."""
     if stop.signalled.is_set():
         return "Stopped", stop.secondary_status or REQUESTED, stop.reason
     hosts = list(job_dirs)
-    reasons = {host: _failure_reason(job_dirs[host], exit_codes[host]) for host in hosts}
+    exceptions = exceptions or {}
+    reasons = {host: _failure_reason(job_dirs[host], exit_codes[host], exceptions.get(host)) for host in hosts}
     failed = [host for host in hosts if reasons[host] is not None]
     if not failed:
         return "Completed", "Completed", None

@@ -55,6 +55,21 @@ def stop_grace_s(environment: Mapping[str, str]) -> float:
     return grace_s
 
 
+def check_grace(grace_s: object) -> float:
+    """``stop(grace_s=...)``: a number of seconds >= 0 (int or float, finite; not a bool or a string).
+
+    Raises:
+        EstimatorArgumentError: anything else.
+    """
+    if isinstance(grace_s, (int, float)) and not isinstance(grace_s, bool):
+        if math.isfinite(grace_s) and grace_s >= 0:
+            return float(grace_s)
+    raise EstimatorArgumentError(
+        f"stop(grace_s={grace_s!r}) is not a grace period: give a number of seconds >= 0 between SIGTERM and "
+        f"SIGKILL, or leave it out for SM_TC_STOP_GRACE_S or SageMaker's {STOP_GRACE_S:.0f}"
+    )
+
+
 class StopRequest:
     """A request to stop a job, set once from any thread; the first request wins.
 

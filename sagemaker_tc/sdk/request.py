@@ -30,9 +30,13 @@ from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
+from sagemaker_tc.uris import has_control_character
 
 # CreateTrainingJob: TrainingJobName matches ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}.
-_JOB_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+# MetricDefinition (SageMaker API reference): Name 1-255 characters, Regex 1-500.
+MAX_METRIC_NAME_CHARS = 255
+MAX_METRIC_REGEX_CHARS = 500
+_JOB_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")
 MAX_JOB_NAME_CHARS = 63
 
 
@@ -71,12 +75,22 @@ def metric_definitions(definitions: Sequence[Mapping[str, str]] | None) -> list[
     """Check SDK-v2-style ``[{"Name": ..., "Regex": ...}]`` and turn them into shapes.
 
     Raises:
-        EstimatorArgumentError: an entry lacks ``Name``/``Regex`` or its regex does not compile.
+        EstimatorArgumentError: an entry lacks ``Name``/``Regex``, either is not a string of
+            CreateTrainingJob's length (Name 1-255, Regex 1-500 characters) without a control
+            character, or its regex does not compile.
     """
     shapes = []
     for item in definitions or []:
         if not isinstance(item, Mapping) or set(item) != {"Name", "Regex"}:
             raise EstimatorArgumentError(f"metric_definitions entries are {{'Name': str, 'Regex': str}}, got {item!r}")
+        for field, most in (("Name", MAX_METRIC_NAME_CHARS), ("Regex", MAX_METRIC_REGEX_CHARS)):
+            value = item[field]
+            if not isinstance(value, str) or not value or len(value) > most or has_control_character(value):
+                raise EstimatorArgumentError(
+                    f"metric_definitions: {field} must be a string of 1-{most} characters (CreateTrainingJob's "
+                    f"limit) with no control character such as a newline, got {type(value).__name__} of length "
+                    f"{len(value) if isinstance(value, str) else '-'}"
+                )
         try:
             re.compile(item["Regex"])
         except re.error as error:
@@ -156,6 +170,7 @@ class TrainingJobRequest:
     remote_debug_config: Any = None
     infra_check_config: Any = None
     session_chaining_config: Any = None
+    experiment_config: Any = None
 
     def optional_fields(self) -> dict[str, Any]:
         """The optional top-level fields that are set, by their snake_case names (``TrainingJob.create``'s)."""

@@ -51,6 +51,7 @@ from sagemaker.core.shapes import (
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError
+from sagemaker_tc.sdk import debugger
 from sagemaker_tc.sdk.inputs import MODEL_CONTENT_TYPE, TrainingInput, channel_shape
 
 if TYPE_CHECKING:
@@ -78,8 +79,9 @@ def _flag_config(settings: JobSettings, name: str, shape: type, field: str):
     return None if value is None else shape(**{field: value})
 
 
-def _top_level(settings: JobSettings) -> dict[str, Any]:
-    """The request's optional top-level fields the settings set."""
+def _top_level(settings: JobSettings, *, output_path: str, region: str | None) -> dict[str, Any]:
+    """The request's optional top-level fields the settings set (Debugger and Profiler ones completed
+    with the job's ``output_path`` and ``region``, as SDK v2 did)."""
     get = settings.get
     rules = get("rules") or {}
     retries = get("max_retry_attempts")
@@ -95,10 +97,18 @@ def _top_level(settings: JobSettings) -> dict[str, Any]:
         "enable_managed_spot_training": True if get("use_spot_instances") else None,
         "retry_strategy": RetryStrategy(maximum_retry_attempts=retries) if retries is not None else None,
         "tensor_board_output_config": get("tensorboard_output_config"),
-        "debug_hook_config": get("debugger_hook_config"),
-        "debug_rule_configurations": rules.get("debug") or None,
-        "profiler_config": get("profiler_config") or (ProfilerConfig(disable_profiler=True) if off else None),
-        "profiler_rule_configurations": rules.get("profiler") or None,
+        **debugger.complete(
+            {
+                "debug_hook_config": get("debugger_hook_config"),
+                "debug_rule_configurations": rules.get("debug"),
+                "profiler_config": get("profiler_config") or (ProfilerConfig(disable_profiler=True) if off else None),
+                "profiler_rule_configurations": rules.get("profiler"),
+                "rule_collections": rules.get("collections"),
+            },
+            hook_given="debugger_hook_config" in settings.values,
+            output_path=output_path,
+            region=region,
+        ),
         "remote_debug_config": _flag_config(settings, "enable_remote_debug", RemoteDebugConfig, "enable_remote_debug"),
         "infra_check_config": _flag_config(settings, "enable_infra_check", InfraCheckConfig, "enable_infra_check"),
         "session_chaining_config": _flag_config(
@@ -107,9 +117,12 @@ def _top_level(settings: JobSettings) -> dict[str, Any]:
     }
 
 
-def apply_settings(request: TrainingJobRequest, settings: JobSettings, *, cloud: bool) -> TrainingJobRequest:
+def apply_settings(
+    request: TrainingJobRequest, settings: JobSettings, *, cloud: bool, region: str | None = None
+) -> TrainingJobRequest:
     """``request`` with ``settings`` in it. Local modes take only the container log level (the
-    toolkit reads it everywhere); every other field applies on SageMaker only."""
+    toolkit reads it everywhere); every other field applies on SageMaker only (``region``: the
+    job's, for the Debugger rule images)."""
     get = settings.get
     hyperparameters = dict(request.hyper_parameters)
     if get("container_log_level") is not None:
@@ -136,7 +149,8 @@ def apply_settings(request: TrainingJobRequest, settings: JobSettings, *, cloud:
         training_plan_arn=get("training_plan"),
     )
     stopping = _updated(request.stopping_condition, max_wait_time_in_seconds=get("max_wait"))
-    top = {name: value for name, value in _top_level(settings).items() if value is not None}
+    top = _top_level(settings, output_path=request.output_data_config.s3_output_path, region=region)
+    top = {name: value for name, value in top.items() if value is not None}
     return dataclasses.replace(
         request,
         hyper_parameters=hyperparameters,

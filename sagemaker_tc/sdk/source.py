@@ -53,12 +53,15 @@ class SourceSpec:
         entry_file: the script's absolute path.
         allow_outside_links: ship what links in ``root`` point to even outside it (the user opted in
             with ``allow_symlinks_outside_source_dir=True``).
+        excluded: folders never shipped, wherever they lie (the job's local output folder, a local
+            compile cache or checkpoint location).
     """
 
     entry_point: str
     root: Path | None
     entry_file: Path
     allow_outside_links: bool = False
+    excluded: tuple[Path, ...] = ()
 
 
 def _path_argument(name: str, value: object) -> str:
@@ -103,6 +106,12 @@ def resolve_source(
     if source_dir is not None:
         source_dir = _path_argument("source_dir", source_dir)
         root = Path(source_dir).expanduser().resolve()
+        if source_dir.startswith("s3://"):  # SDK v2 took a sourcedir.tar.gz in S3
+            raise SourceNotFoundError(
+                f"source_dir {source_dir!r} is an S3 URI: sagemaker-tc packs source_dir itself (it adds the "
+                "compiler's launcher), so it takes a local folder; download and unpack the archive "
+                "(aws s3 cp <uri> .; mkdir code; tar -xzf sourcedir.tar.gz -C code), then pass source_dir='code'"
+            )
         if not root.is_dir():
             raise SourceNotFoundError(f"source_dir {source_dir!r} is not a folder")
         # Normalized, not resolved: an entry point that is a symlink inside source_dir is inside it.
@@ -183,7 +192,8 @@ def _user_entries(spec: SourceSpec, *, inject_launcher: bool) -> list[tuple[Path
                 f"source_dir already contains {injected!r}; sagemaker-tc injects one of that name, "
                 "remove or rename yours"
             )
-    return [(entry.path, entry.arcname) for entry in source_entries(spec.root, allow_outside=spec.allow_outside_links)]
+    listed = source_entries(spec.root, allow_outside=spec.allow_outside_links, excluded=spec.excluded)
+    return [(entry.path, entry.arcname) for entry in listed]
 
 
 def build_source_archive(spec: SourceSpec, destination: Path, *, inject_launcher: bool) -> Path:

@@ -7,12 +7,17 @@ user never meant to ship, so it is refused unless the estimator was given
 ``allow_symlinks_outside_source_dir=True`` (``sagemaker_tc.ModelTrainer`` has no such option). A
 link that points nowhere, or a folder link that leads back to a folder containing it (``up -> ..``),
 is refused with the link's name: packing could not finish or would ship nothing.
+
+The folders sagemaker-tc itself writes (the local output folder, a local compile cache or checkpoint
+location) are never shipped, wherever they lie: with ``source_dir="."`` and the default
+``output_path`` each job would otherwise ship every earlier job's outputs.
 """
 
 from __future__ import annotations
 
 import errno
 import fnmatch
+import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -20,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_tc.errors import SourceLinkError
+
+logger = logging.getLogger(__name__)
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".ipynb_checkpoints"})
 SKIPPED_SUFFIXES = (".pyc",)
@@ -58,6 +65,7 @@ class _Walk:
     ignore_patterns: tuple[str, ...]
     opt_in: str | None
     name: str
+    excluded: frozenset[Path] = frozenset()
 
     def ignored(self, name: str, arcname: str) -> bool:
         return skipped(arcname) or any(fnmatch.fnmatch(name, pattern) for pattern in self.ignore_patterns)
@@ -70,6 +78,7 @@ def source_entries(
     ignore_patterns: Sequence[str] = (),
     opt_in: str | None = ESTIMATOR_OPT_IN,
     name: str = "source_dir",
+    excluded: Sequence[Path] = (),
 ) -> list[SourceEntry]:
     """Every file and folder under ``root`` to ship, in a stable (sorted) order, links resolved.
 
@@ -84,13 +93,15 @@ def source_entries(
         opt_in: how the user may ship a link outside ``root`` on purpose (ends that refusal); None
             where there is no such option.
         name: what refusals call ``root``.
+        excluded: folders never listed wherever they lie (absolute; sagemaker-tc's own output,
+            cache and checkpoint folders).
 
     Raises:
         SourceLinkError: a link resolves outside ``root`` (unless ``allow_outside``), points to
             nothing, is part of a link loop, or leads to a folder that contains it.
     """
     entries: list[SourceEntry] = []
-    walk = _Walk(root, allow_outside, tuple(ignore_patterns), opt_in, name)
+    walk = _Walk(root, allow_outside, tuple(ignore_patterns), opt_in, name, frozenset(p.resolve() for p in excluded))
     _visit(root, "", (root,), walk=walk, entries=entries)
     return entries
 
@@ -101,6 +112,9 @@ def _visit(folder: Path, prefix: str, ancestors: tuple[Path, ...], *, walk: _Wal
         if walk.ignored(child.name, arcname):
             continue
         target = _follow(child, arcname, walk) if child.is_symlink() else child
+        if target.resolve() in walk.excluded:
+            logger.info("Not shipping %s/%s: sagemaker-tc writes there", walk.name, arcname)
+            continue
         if not target.is_dir():
             entries.append(SourceEntry(target, arcname, is_dir=False))
             continue

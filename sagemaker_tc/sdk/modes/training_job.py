@@ -16,7 +16,8 @@ from sagemaker.core.workflow.pipeline_context import PipelineSession
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import cloud
 from sagemaker_tc.sdk.arguments import check_role
-from sagemaker_tc.sdk.channels import estimator_channels
+from sagemaker_tc.sdk.channels import check_file_system_vpc, estimator_channels, is_pipeline_channel
+from sagemaker_tc.sdk.hyperparameters import is_pipeline_variable
 from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name
 from sagemaker_tc.sdk.source import archive_digest, staged_archive
 
@@ -38,7 +39,10 @@ class CloudTarget:
             session's default one).
         output_path: ``s3://`` prefix of the job's artifacts.
         channels: channel name -> ``s3://`` URI or ``Channel`` shape.
-        code_prefix: ``code_location``'s key prefix, under which the source goes ('' without one).
+        code_prefix: ``code_location``'s key prefix, else the session's ``default_bucket_prefix``
+            when the output goes to the default bucket, under which the source goes ('' without one).
+        code_kms_key: the KMS key the source is encrypted with (SSE-KMS; None: the AWS managed key),
+            as SDK v2: ``output_kms_key``, unless ``code_location`` is in another bucket than the output.
     """
 
     session: Any
@@ -50,18 +54,21 @@ class CloudTarget:
     output_path: str
     channels: dict[str, Any]
     code_prefix: str = ""
+    code_kms_key: str | None = None
 
 
 def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> CloudTarget:
     """Check and resolve everything a cloud job needs, uploading nothing.
 
     Raises:
-        ChannelNotFoundError: an input is not an ``s3://`` URI or has a bad name.
-        EstimatorArgumentError: no role or not a role ARN; a bad session; a pipeline-parameter
-            instance type outside a ``PipelineSession``.
+        ChannelNotFoundError: an input is not an ``s3://`` URI or has a bad name; a file-system
+            channel without ``subnets``.
+        EstimatorArgumentError: no role or not a role ARN; a bad session; a pipeline variable
+            (instance type, input, hyperparameter, output path) outside a ``PipelineSession``.
         UnsupportedImageError: no stock DLC image for the versions (without ``image_uri``).
     """
     channels = estimator_channels(estimator, inputs, cloud=True)
+    check_file_system_vpc(channels, estimator.settings.get("subnets"))
     check_role(estimator.role)
     session = cloud.resolve_session(estimator.sagemaker_session)
     in_pipeline = isinstance(session, PipelineSession)
@@ -70,14 +77,12 @@ def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> 
             "instance_type is a pipeline parameter: build the step under a PipelineSession "
             "(sagemaker_session=PipelineSession()), or pass a plain instance type string"
         )
+    if not in_pipeline:
+        _refuse_pipeline_variables(estimator, channels)
     region = session.boto_region_name
     image_uri = estimator.image_uri or estimator.training_image_uri(region)
     job_name = job_name or make_job_name(estimator.base_job_name)
-    # As SDK v2: the output path's bucket, else the session's default bucket (which asks STS for the account).
-    bucket = cloud.bucket_of(estimator.output_path) if estimator.output_path else session.default_bucket()
-    code_prefix = ""
-    if estimator.code_location:  # SDK v2: <code_location>/<job name>/source/sourcedir.tar.gz
-        bucket, _, code_prefix = estimator.code_location.removeprefix("s3://").partition("/")
+    bucket, output_path, code_prefix, code_kms_key = _where_things_go(estimator, session)
     return CloudTarget(
         session=session,
         in_pipeline=in_pipeline,
@@ -85,10 +90,50 @@ def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> 
         image_uri=image_uri,
         job_name=job_name,
         bucket=bucket,
-        output_path=estimator.output_path or f"s3://{bucket}/",
+        output_path=output_path,
         channels=channels,
-        code_prefix=code_prefix.strip("/"),
+        code_prefix=code_prefix,
+        code_kms_key=code_kms_key,
     )
+
+
+def _refuse_pipeline_variables(estimator: _FrameworkEstimator, channels: dict[str, Any]) -> None:
+    """Outside a pipeline: refuse the pipeline variables among the inputs, hyperparameters and output path."""
+    variables = [f"input channel {name}" for name, channel in channels.items() if is_pipeline_channel(channel)]
+    variables += [
+        f"hyperparameter {name}" for name, value in estimator.hyperparameters().items() if is_pipeline_variable(value)
+    ]
+    variables += ["output_path"] if is_pipeline_variable(estimator.output_path) else []
+    if variables:
+        raise EstimatorArgumentError(
+            f"{', '.join(variables)}: pipeline variables; build the step under a PipelineSession "
+            "(sagemaker_session=PipelineSession()), or pass plain values"
+        )
+
+
+def _where_things_go(estimator: _FrameworkEstimator, session) -> tuple[str, Any, str, str | None]:
+    """``(code bucket, output path, code key prefix, code KMS key)``, as SDK v2 chose them.
+
+    The output goes to ``output_path``, else the session's default bucket (which asks STS for the
+    account) under its ``default_bucket_prefix``, where the code goes too; the code goes to the output
+    path's bucket, or ``code_location``. The code is encrypted with ``output_kms_key`` unless it goes to
+    another bucket than the output (or the output path is a pipeline variable: the default bucket).
+    """
+    output_path, code_prefix = estimator.output_path, ""
+    kms_key = estimator.settings.get("output_kms_key")
+    default_prefix = (getattr(session, "default_bucket_prefix", None) or "").strip("/")
+    if is_pipeline_variable(output_path):
+        bucket, code_prefix, kms_key = session.default_bucket(), default_prefix, None
+    elif output_path:
+        bucket = cloud.bucket_of(output_path)
+    else:
+        bucket, code_prefix = session.default_bucket(), default_prefix
+        output_path = f"s3://{bucket}/{code_prefix}/" if code_prefix else f"s3://{bucket}/"
+    if estimator.code_location:  # SDK v2: <code_location>/<job name>/source/sourcedir.tar.gz
+        output_bucket = bucket
+        bucket, _, code_prefix = estimator.code_location.removeprefix("s3://").partition("/")
+        kms_key = estimator.settings.get("output_kms_key") if bucket == output_bucket else None
+    return bucket, output_path, code_prefix.strip("/"), kms_key
 
 
 def upload_and_build(estimator: _FrameworkEstimator, target: CloudTarget, *, content_named: bool) -> TrainingJobRequest:
@@ -105,7 +150,9 @@ def upload_and_build(estimator: _FrameworkEstimator, target: CloudTarget, *, con
         else:
             key_prefix = f"{target.job_name}/source"
         key_prefix = "/".join(part for part in (target.code_prefix, key_prefix) if part)
-        submit_directory = cloud.upload_source(target.session, archive, bucket=target.bucket, key_prefix=key_prefix)
+        submit_directory = cloud.upload_source(
+            target.session, archive, bucket=target.bucket, key_prefix=key_prefix, kms_key=target.code_kms_key
+        )
     return estimator._build_request(
         target.job_name,
         target.channels,

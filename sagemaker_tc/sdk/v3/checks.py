@@ -30,6 +30,7 @@ from sagemaker_tc.errors import (
     UnsupportedInstanceTypeError,
 )
 from sagemaker_tc.sdk import arguments
+from sagemaker_tc.sdk.api_limits import check_limit
 from sagemaker_tc.sdk.hyperparameters import (
     MAX_KEY_CHARS,
     check_count,
@@ -38,6 +39,9 @@ from sagemaker_tc.sdk.hyperparameters import (
     encode_value,
 )
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.job_settings import check_tags
+from sagemaker_tc.sdk.local_checkpoints import check_container_folder
+from sagemaker_tc.sdk.request import make_job_name
 from sagemaker_tc.sdk.source_tree import SourceEntry, source_entries
 from sagemaker_tc.sdk.v3.driver import TrainingCompilerDriver
 
@@ -287,3 +291,124 @@ def check_stopping_condition(stopping_condition: Any) -> None:
 def hyperparameter_text(hyperparameters: Mapping[str, Any] | None) -> dict[str, str]:
     """The hyperparameters as ModelTrainer sends them: strings as they are, other values as JSON."""
     return {name: safe_serialize(value) for name, value in (hyperparameters or {}).items()}
+
+
+def _text(value: Any) -> str | None:
+    """``value`` when it is plain text (not None, not a pipeline variable SageMaker resolves)."""
+    return value if isinstance(value, str) else None
+
+
+def check_names(
+    base_job_name: Any, role: Any, tags: Any, output_data_config: Any, networking: Any, *, cloud: bool
+) -> None:
+    """The trainer's names as the estimators check theirs (and as CreateTrainingJob would): no
+    trailing newline or other control character passes.
+
+    Args:
+        base_job_name, role, tags, output_data_config, networking: the ``ModelTrainer`` fields.
+        cloud: a SageMaker training job (the role is checked; local modes need none).
+
+    Raises:
+        EstimatorArgumentError: a ``base_job_name`` that makes no TrainingJobName; a role that is not a
+            full IAM role ARN (cloud); a tag the estimators refuse (an ``aws:`` key, a key given twice, a
+            key or value outside the API's limits); a KMS key, subnet or security group id outside
+            the API's limits.
+    """
+    if _text(base_job_name):
+        make_job_name(base_job_name)
+    if cloud and _text(role):
+        arguments.check_role(role)
+    if tags:
+        check_tags([_tag_dict(tag) for tag in tags])
+    kms_key = _text(getattr(output_data_config, "kms_key_id", None))
+    if kms_key is not None:
+        check_limit("OutputDataConfig(kms_key_id)", "KmsKeyId", kms_key)
+    for field, shape in (("subnets", "SubnetId"), ("security_group_ids", "SecurityGroupId")):
+        for item in getattr(networking, field, None) or []:
+            if _text(item) is not None:
+                check_limit(f"Networking({field})", shape, item)
+
+
+def _tag_dict(tag: Any) -> dict[str, Any]:
+    """A ``Tag`` (or a dict) as the estimators' ``{"Key": ..., "Value": ...}``."""
+    if isinstance(tag, Mapping):
+        return dict(tag)
+    return {"Key": tag.key, "Value": tag.value if isinstance(tag.value, str) else ""}
+
+
+def check_checkpoint_config(checkpoint_config: Any, kind: InstanceKind, *, output_path: Any, source_dir: Any) -> None:
+    """``CheckpointConfig`` checked as the estimators check ``checkpoint_s3_uri``/``checkpoint_local_path``
+    (:func:`sagemaker_tc.sdk.arguments.check_checkpoints`).
+
+    Args:
+        checkpoint_config: ``ModelTrainer.checkpoint_config`` (None: nothing to check).
+        kind: where the job runs.
+        output_path: the job's output: ``OutputDataConfig.s3_output_path`` for a SageMaker job,
+            ``local_container_root`` for ``local_process``.
+        source_dir: ``SourceCode.source_dir``.
+
+    Raises:
+        EstimatorArgumentError: ``local_path`` is, holds or lies inside ``/opt/ml/input`` (the channels),
+            ``/opt/ml/code``, ``/opt/ml/model`` or ``/opt/ml/output``; an ``s3_uri`` that is not a
+            well-formed ``s3://`` URI (``local_process``: nor a local folder; ``ftp://``, ``gs://`` are
+            refused); that is the output path; a local one that is or holds the output folder or
+            ``source_dir``, or cannot be a folder.
+    """
+    uri = _text(getattr(checkpoint_config, "s3_uri", None))
+    folder = _text(getattr(checkpoint_config, "local_path", None))
+    if uri is None:  # sagemaker-train makes one under the default bucket
+        if folder is not None:
+            check_container_folder(folder)
+        return
+    source = _text(source_dir)
+    local_source = source and not source.startswith("s3://") and Path(source).expanduser().is_dir()
+    arguments.check_checkpoints(
+        uri,
+        folder,
+        cloud=kind in arguments.CLOUD_KINDS,
+        kind=kind,
+        output_path=_text(output_path),
+        source_root=Path(source).expanduser().resolve() if local_source else None,
+    )
+
+
+def check_cache_apart(cache: Any, local_container_root: Any, checkpoint_config: Any, source_code: Any) -> None:
+    """A ``local_process`` trainer's local ``compiler_config.cache`` apart from its job folders, as the
+    estimators check theirs (:func:`sagemaker_tc.sdk.arguments.check_cache_apart`).
+
+    Raises:
+        EstimatorArgumentError: the cache is or holds ``local_container_root`` or ``source_dir``, or
+            is, holds or lies inside ``CheckpointConfig.s3_uri``'s local folder.
+    """
+    source = _text(getattr(source_code, "source_dir", None))
+    local_source = source and not source.startswith("s3://") and Path(source).expanduser().is_dir()
+    arguments.check_cache_apart(
+        _text(cache),
+        output_path=_text(local_container_root),
+        checkpoint_uri=_text(getattr(checkpoint_config, "s3_uri", None)),
+        source_root=Path(source).expanduser().resolve() if local_source else None,
+    )
+
+
+def check_file_system_inputs(configs: list[Any], subnets: Any) -> None:
+    """ModelTrainer's inputs (``InputData`` or ``Channel``) checked as the estimators' channels:
+    an EFS or FSx for Lustre input needs the job's VPC (``Networking(subnets=..., security_group_ids=...)``).
+
+    Raises:
+        ChannelNotFoundError: a file-system input without subnets.
+    """
+    from sagemaker.core.shapes import Channel, DataSource, FileSystemDataSource
+
+    from sagemaker_tc.sdk.channels import check_file_system_vpc
+
+    channels = {}
+    for config in configs:
+        for item in config or []:
+            source = item.data_source
+            if isinstance(source, FileSystemDataSource):
+                channels[item.channel_name] = Channel(
+                    channel_name=item.channel_name, data_source=DataSource(file_system_data_source=source)
+                )
+            elif isinstance(item, Channel):
+                channels[item.channel_name] = item
+    check_file_system_vpc(channels, subnets)

@@ -19,6 +19,8 @@ With the compiler on, the trainer (when built, and again at ``train()``):
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import PrivateAttr, ValidationError
@@ -35,10 +37,12 @@ from sagemaker_tc.errors import (
     TrainingJobFailedError,
 )
 from sagemaker_tc.sdk import _internals, arguments, local_docker
-from sagemaker_tc.sdk.images import check_training_image
+from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
 from sagemaker_tc.sdk.local_process import LocalJobResult
 from sagemaker_tc.sdk.v3 import checks
+
+_SECRET_ARGUMENTS = ("environment", "hyperparameters")
 
 
 def _describe(error: ValidationError) -> str:
@@ -51,7 +55,10 @@ def _describe(error: ValidationError) -> str:
     for argument, items in by_argument.items():
         given = items[0].get("input")
         accepted = "; or ".join(dict.fromkeys(item["msg"] for item in items))
-        lines.append(f"{argument}: got {type(given).__name__} {given!r}, accepted: {accepted}")
+        # environment and hyperparameters (or any mapping) may hold secrets: the type only, never a value.
+        secret = argument in _SECRET_ARGUMENTS or isinstance(given, Mapping)
+        shown = type(given).__name__ if secret else f"{type(given).__name__} {given!r}"
+        lines.append(f"{argument}: got {shown}, accepted: {accepted}")
     return "; ".join(lines)
 
 
@@ -70,7 +77,7 @@ class ModelTrainer(_SdkModelTrainer):
             ``training_image``; an argument of the wrong type (sagemaker-train's own validation,
             one line per argument; also with the compiler off).
         UnsupportedImageError: a ``training_image`` that is an AWS Deep Learning Container without
-            PyTorch >= 2.6 (an SMTC image, a TensorFlow image, PyTorch 1.x), or one whose tag's torch
+            PyTorch >= 2.7 (an SMTC image, a TensorFlow image, PyTorch 1.x), or one whose tag's torch
             (and transformers) matches no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`).
         UnsupportedInstanceTypeError: see :func:`~sagemaker_tc.sdk.v3.checks.check_compute`.
         EstimatorArgumentError: an environment variable (a reserved name included) or local
@@ -137,12 +144,14 @@ class ModelTrainer(_SdkModelTrainer):
         driver = checks.check_distributed(self.distributed)
         if self.training_image is None:
             raise ModelTrainerArgumentError(
-                "compiler_config needs training_image (a PyTorch >= 2.6 image, e.g. the PyTorch training DLC); "
+                f"compiler_config needs training_image (a PyTorch >= {MIN_PYTORCH[0]}.{MIN_PYTORCH[1]} image, "
+                "e.g. the PyTorch training DLC); "
                 "algorithm_name jobs run the algorithm's own code"
             )
         check_training_image(self.training_image)
         instance_type, kind = checks.check_compute(self.training_mode, self.compute, warn=warn)
         checks.check_stopping_condition(self.stopping_condition)
+        self._check_job_fields(kind)
         if warn and not isinstance(self.hyperparameters, str):  # when built; a file's once sagemaker-train loads it
             checks.check_hyperparameters(self.hyperparameters)
         config = arguments.resolve_cache(config, kind)
@@ -159,6 +168,30 @@ class ModelTrainer(_SdkModelTrainer):
             self.distributed = driver
         self.environment = environment
         return kind
+
+    def _check_job_fields(self, kind: InstanceKind) -> None:
+        """Names, tags, the checkpoint config and a local cache, as the estimators check theirs (see
+        :func:`checks.check_names`, :func:`checks.check_checkpoint_config` and
+        :func:`checks.check_cache_apart`)."""
+        cloud = kind in arguments.CLOUD_KINDS
+        if kind is InstanceKind.LOCAL_PROCESS:
+            arguments.check_local_process_path(dict(self.environment or {}), os.environ.get("PATH"))
+        checks.check_names(
+            self.base_job_name, self.role, self.tags, self.output_data_config, self.networking, cloud=cloud
+        )
+        output_path = (
+            self.local_container_root
+            if kind is InstanceKind.LOCAL_PROCESS
+            else getattr(self.output_data_config, "s3_output_path", None)
+        )
+        checks.check_checkpoint_config(
+            self.checkpoint_config,
+            kind,
+            output_path=output_path,
+            source_dir=getattr(self.source_code, "source_dir", None),
+        )
+        if kind is InstanceKind.LOCAL_PROCESS and self.compiler_enabled:  # a local cache runs only there
+            checks.check_cache_apart(self.compiler_config.cache, output_path, self.checkpoint_config, self.source_code)
 
     def _add_metric_definitions(self) -> None:
         """The compiler's metric definitions after the user's (a user definition of the same name wins)."""
@@ -177,16 +210,27 @@ class ModelTrainer(_SdkModelTrainer):
 
         Raises:
             Any error of the class docstring (the fields may have changed since construction).
-            ChannelNotFoundError: ``local_process`` input that is not a local path.
+            ChannelNotFoundError: ``local_process`` input that is not a local path; an EFS/FSx input of
+                a SageMaker job without ``Networking(subnets=...)``.
             DockerNotAvailableError: ``local_cpu``/``local_gpu`` without a Docker engine or compose.
-            EstimatorArgumentError: ``local_process`` with ``wait=False``.
+            EstimatorArgumentError: ``local_process`` with ``wait=False``; ``wait``, ``logs`` or
+                ``dry_run`` that is not a bool (``wait="no"`` is truthy: it would block), checked first.
             TrainingJobFailedError: a ``local_process`` job failed (carries its failure reason).
         """
+        for name, flag in (("wait", wait), ("logs", logs), ("dry_run", dry_run)):
+            if not (flag is None and name != "dry_run"):  # sagemaker-train types wait and logs Optional[bool]
+                arguments.check_flag(name, flag)
         kind = self._apply_compiler(warn=False)
         if self.compiler_enabled or self._runs_local_process:
             checks.check_hyperparameters(self.hyperparameters)
         if self._runs_local_process:
+            if kind is None:  # the compiler is off: local_process is still ours
+                self._check_job_fields(InstanceKind.LOCAL_PROCESS)
             return self._train_local_process(input_data_config, wait=wait, logs=logs, dry_run=dry_run)
+        if kind in arguments.CLOUD_KINDS:
+            checks.check_file_system_inputs(
+                [self.input_data_config, input_data_config], getattr(self.networking, "subnets", None)
+            )
         if kind is not None:
             self._add_metric_definitions()
             if kind is InstanceKind.LOCAL_DOCKER and not dry_run:
