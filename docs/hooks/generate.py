@@ -188,7 +188,8 @@ def tested_versions() -> str:
         name = f"`{stack.name}` (default)" if stack.default else f"`{stack.name}`"
         cells = [stack.python, stack.torch, stack.transformers, stack.accelerate, stack.peft]
         versions = " | ".join(value or "not recorded" for value in cells)
-        rows.append(f"| {name} | {stack.kind} | {versions} | `{stack.lane}` | {stack.status} |")
+        status = f"{stack.status}: {_cell(stack.notes)}" if stack.notes else stack.status
+        rows.append(f"| {name} | {stack.kind} | {versions} | `{stack.lane}` | {status} |")
     floor = matrix.floor
     rows += ["", f"The floor is PyTorch {floor.torch}: {_cell(floor.reason)}."]
     return "\n".join(rows)
