@@ -191,9 +191,11 @@ def markdown(document: dict[str, Any]) -> str:
     loads = [load for row in document["results"] for load in row.get("load_avg_1m") or []]
     load_note = ""
     if loads:
+        busy = max(loads) > env["cpu_cores"]
+        reading = "above the core count: other work competed for the CPU" if busy else "within the core count"
         load_note = (
             f"- Host 1-minute load average around the timed steps: {min(loads):.1f} to {max(loads):.1f} "
-            f"on {env['cpu_cores']} usable cores (above the core count, other work competed for the CPU)."
+            f"on {env['cpu_cores']} usable cores ({reading})."
         )
     lines += [
         "",

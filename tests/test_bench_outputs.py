@@ -82,6 +82,14 @@ def test_a_row_run_under_load_above_the_usable_cores_is_noisy():
     assert row["noise"] == ["host load 9.5 above its 8 usable cores: other work competed"]
 
 
+@pytest.mark.parametrize(("load", "reading"), [(1.7, "(within the core count)"), (9.5, "(above the core count: other")])
+def test_the_load_line_says_competition_only_above_the_core_count(load, reading):
+    steady = FakeTimer([0.5] + [0.010] * 20).time_steps(21)
+    row = finish({**result(steady, load=load), "variant": "eager"}, result(steady), cores=8)
+    table = markdown(_document([row], ["eager"]))
+    assert f"{load:.1f} to {load:.1f} on 8 usable cores {reading}" in table, table
+
+
 def test_cpu_threads_default_leaves_a_core_free():
     assert resolve_options().cpu_threads == rows.default_cpu_threads() == max(1, rows.usable_cores() - 1)
     assert resolve_options(cpu_threads=3).cpu_threads == 3
