@@ -339,3 +339,16 @@ def test_pipeline_variable_output_path(aws, bucket, source_dir):
         smtc_cell(source_dir, ParameterString(name="Bad", default_value="/tmp/out"))
     with pytest.raises(EstimatorArgumentError, match="output_path: pipeline variables; build the step"):
         smtc_cell(source_dir, output).fit(None, wait=False)
+
+
+def test_a_session_the_user_passes_gets_logs_for_job(aws, bucket, source_dir):
+    """SDK v2's Session had ``logs_for_job``; sagemaker-core's has not: a session the notebook made
+    itself (here a plain sagemaker-core ``Session``) answers the same call after ``fit()``."""
+    from sagemaker.core.helper.session_helper import Session
+
+    session = Session(boto_session=boto3.Session())
+    assert not hasattr(Session, "logs_for_job")
+    estimator = smtc_cell(source_dir, bucket, sagemaker_session=session)
+    estimator.fit({"train": f"s3://{BUCKET}/train"}, wait=False)
+    assert estimator.sagemaker_session is session
+    session.logs_for_job(estimator.latest_training_job.name, wait=True, poll=1)  # moto: no log streams

@@ -34,6 +34,21 @@ def test_checkpoint_location_may_not_be_the_output_path_or_source_dir(make, tmp_
     make(checkpoint_s3_uri=str(tmp_path / "out-checkpoints"))  # a folder of its own is fine
 
 
+@pytest.mark.parametrize("where", ["is", "lies inside", "holds"])
+def test_a_checkpoint_location_overlapping_a_channel_is_refused_before_the_job(make, tmp_path, where):
+    """The sync copies both ways: a location that is, lies inside or holds a fit() channel's folder
+    would write checkpoints into the user's data. Refused at fit(), before any job folder is made."""
+    data = tmp_path / "data" / "train"
+    data.mkdir(parents=True)
+    (data / "rows.tsv").write_text("sentence\tlabel\n")
+    location = {"is": data, "lies inside": data / "ckpt", "holds": tmp_path / "data"}[where]
+    estimator = make(checkpoint_s3_uri=str(location))
+    with pytest.raises(EstimatorArgumentError, match=rf"{where} the 'train' channel's folder"):
+        estimator.fit({"train": str(data)})
+    assert sorted(path.name for path in data.rglob("*")) == ["rows.tsv"]  # the data is as it was
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 @pytest.mark.parametrize(
     ("uri", "message"),
     [

@@ -116,3 +116,22 @@ def test_a_hf_trainer_script_trains_compiled_under_torchrun_and_writes_the_repor
     assert "[sagemaker-tc] compile_seconds=" in log and "--nproc_per_node=2" in log
     with tarfile.open(result.model_artifacts.removeprefix("file://")) as tar:
         assert "model.safetensors" in tar.getnames()
+
+
+def test_an_earlier_job_folder_in_source_dir_is_never_shipped(source_dir, tmp_path, capsys):
+    """Issue 33, worse item 2, for ModelTrainer: with the job folders inside ``source_dir`` (as with
+    ``source_dir="."`` and the default ``local_container_root``, the current folder), the second job's
+    code holds the script and not the first job's folder (its hyperparameters included)."""
+    secret = {"db_password": "hunter2"}
+    first = trainer(source_dir, tmp_path, local_container_root=str(source_dir), hyperparameters=secret)
+    train(first, capsys)
+    earlier = first.latest_local_job.job_dir.parent  # <local_container_root>/<job name>/opt_ml
+    assert earlier.parent == source_dir and (earlier / "opt_ml" / "input" / "data" / "code" / "echo.py").is_file()
+
+    second = trainer(source_dir, tmp_path, local_container_root=str(source_dir))
+    assert earlier.name in second.source_code.ignore_patterns  # what sagemaker-train uploads or mounts leaves it out
+    train(second, capsys)
+    code = second.latest_local_job.job_dir / "input" / "data" / "code"
+    shipped = {path.relative_to(code).as_posix() for path in code.rglob("*")}
+    assert "echo.py" in shipped and not any(name.startswith(earlier.name) for name in shipped), sorted(shipped)
+    assert not any("hunter2" in path.read_text(errors="ignore") for path in code.rglob("*") if path.is_file())

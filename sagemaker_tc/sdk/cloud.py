@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,19 @@ logger = logging.getLogger(__name__)
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 
+def logs_for_job(session: Any, job_name: str, wait: bool = False, poll: int = 10, log_type: str = "All", **_) -> None:
+    """Show a training job's CloudWatch log on stdout, as SDK v2's ``Session.logs_for_job``: with
+    ``wait``, follow it until the job ends (raises ``TrainingJobFailedError`` if it failed); else
+    print what there is now. ``log_type`` is accepted for SDK v2's calls (training jobs have one
+    kind of log). ``session``: the sagemaker-core ``Session`` whose clients read the job."""
+    job = CloudJob(job_name=job_name, session=session)
+    if wait:
+        job.wait(logs=True, poll_seconds=poll)
+    else:  # the user asked to see the log: it goes to stdout, as SDK v2 shows it
+        sys.stdout.write(job.logs())
+        sys.stdout.flush()
+
+
 @functools.cache
 def _session_class():
     """The session class estimators default to, made on first use (sagemaker-core's session is imported lazily)."""
@@ -32,30 +46,25 @@ def _session_class():
         default to (SDK v2 notebooks call ``estimator.sagemaker_session.logs_for_job(...)``,
         ``.upload_data(...)``, ``.default_bucket()``, ``.sagemaker_client``)."""
 
-        def logs_for_job(self, job_name: str, wait: bool = False, poll: int = 10, log_type: str = "All", **_):
-            """Show a training job's CloudWatch log on stdout, as SDK v2's ``Session.logs_for_job``:
-            with ``wait``, follow it until the job ends (raises ``TrainingJobFailedError`` if it
-            failed); else print what there is now. ``log_type`` is accepted for SDK v2's calls
-            (training jobs have one kind of log)."""
-            job = CloudJob(job_name=job_name, session=self)
-            if wait:
-                job.wait(logs=True, poll_seconds=poll)
-            else:  # the user asked to see the log: it goes to stdout, as SDK v2 shows it
-                sys.stdout.write(job.logs())
-                sys.stdout.flush()
+        logs_for_job = logs_for_job
 
     return Session
 
 
 def resolve_session(sagemaker_session: Any = None):
     """A sagemaker-core ``Session``: the one given, one wrapping a given ``boto3.Session``, or a new one
-    from the default AWS configuration (region, credentials, ``AWS_ENDPOINT_URL``); the new ones have
-    SDK v2's ``logs_for_job``."""
+    from the default AWS configuration (region, credentials, ``AWS_ENDPOINT_URL``); each has SDK v2's
+    ``logs_for_job`` (a given session without it gets it as an attribute, nothing else changed).
+
+    Raises:
+        EstimatorArgumentError: ``sagemaker_session`` is neither of those."""
     from sagemaker.core.helper.session_helper import Session
 
     if sagemaker_session is None:
         return _session_class()()
     if isinstance(sagemaker_session, Session):
+        if not hasattr(sagemaker_session, "logs_for_job"):  # the user's own session (a PipelineSession too)
+            sagemaker_session.logs_for_job = types.MethodType(logs_for_job, sagemaker_session)
         return sagemaker_session
     if hasattr(sagemaker_session, "client") and hasattr(sagemaker_session, "region_name"):  # a boto3.Session
         return _session_class()(boto_session=sagemaker_session)

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlparse
 from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
 from sagemaker_tc.sdk import job_namespace
-from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync, is_synced_locally
+from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync, is_synced_locally, relation
 from sagemaker_tc.sdk.local_hosts import HostCommand, LastException, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
@@ -320,10 +320,24 @@ def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path
 
 
 def _checkpoint_sync(request: TrainingJobRequest, job_dirs: dict[str, Path]) -> AbstractContextManager:
-    """The job's checkpoint sync (:mod:`~sagemaker_tc.sdk.local_checkpoints`), or nothing to do without one."""
+    """The job's checkpoint sync (:mod:`~sagemaker_tc.sdk.local_checkpoints`), or nothing to do without one.
+
+    Raises:
+        EstimatorArgumentError: the checkpoint location is, holds or lies inside a channel's folder.
+    """
     if request.checkpoint_config is None or not is_synced_locally(request.checkpoint_config.s3_uri):
         return nullcontext()
-    return checkpoint_sync(request, job_dirs, local_path(request.checkpoint_config.s3_uri))
+    location = local_path(request.checkpoint_config.s3_uri)
+    for channel in request.input_data_config or ():
+        data = local_path(channel.data_source.s3_data_source.s3_uri)
+        overlap = relation(location.resolve(), data.resolve())
+        if overlap is not None:
+            raise EstimatorArgumentError(
+                f"checkpoint location {request.checkpoint_config.s3_uri!r} {overlap} the {channel.channel_name!r} "
+                f"channel's folder {str(data)!r}: the checkpoint sync would copy checkpoints into your data and "
+                "your data into the checkpoints; give the checkpoints a folder of their own"
+            )
+    return checkpoint_sync(request, job_dirs, location)
 
 
 def _job_environment(request: TrainingJobRequest) -> dict[str, str]:

@@ -52,6 +52,19 @@ def skipped(arcname: str) -> bool:
     return any(part in SKIPPED_NAMES for part in arcname.split("/")) or arcname.endswith(SKIPPED_SUFFIXES)
 
 
+JOB_FOLDER_MARKER = ".sagemaker-tc-job"
+"""The file ``local_process`` writes into each job folder it makes: a folder holding it is an earlier
+job's (its code, hyperparameters, model and output) and is never shipped as source code."""
+
+
+def marked_job_folders(folder: Path) -> list[str]:
+    """The names of the job folders directly in ``folder`` (those holding :data:`JOB_FOLDER_MARKER`),
+    sorted; empty when ``folder`` is not a folder."""
+    if not folder.is_dir():
+        return []
+    return sorted(child.name for child in folder.iterdir() if (child / JOB_FOLDER_MARKER).is_file())
+
+
 ESTIMATOR_OPT_IN = "or pass allow_symlinks_outside_source_dir=True to the estimator if you mean to ship it"
 """How an estimator's user ships a link outside ``source_dir`` on purpose (the end of the refusal)."""
 
@@ -94,7 +107,8 @@ def source_entries(
             where there is no such option.
         name: what refusals call ``root``.
         excluded: folders never listed wherever they lie (absolute; sagemaker-tc's own output,
-            cache and checkpoint folders).
+            cache and checkpoint folders). A job folder ``local_process`` made (it holds
+            :data:`JOB_FOLDER_MARKER`) is never listed either.
 
     Raises:
         SourceLinkError: a link resolves outside ``root`` (unless ``allow_outside``), points to
@@ -112,7 +126,7 @@ def _visit(folder: Path, prefix: str, ancestors: tuple[Path, ...], *, walk: _Wal
         if walk.ignored(child.name, arcname):
             continue
         target = _follow(child, arcname, walk) if child.is_symlink() else child
-        if target.resolve() in walk.excluded:
+        if target.resolve() in walk.excluded or (target / JOB_FOLDER_MARKER).is_file():
             logger.info("Not shipping %s/%s: sagemaker-tc writes there", walk.name, arcname)
             continue
         if not target.is_dir():

@@ -7,5 +7,5 @@
 
 Each takes the estimator whose arguments were checked at construction, stages its source and
 builds the request with the estimator's ``_build_request``; none of them changes the estimator:
-``fit()`` records what they return (``latest_training_job``, ``model_data``).
+``fit()`` records what they return (``latest_training_job``; ``model_data`` is read from the job).
 """

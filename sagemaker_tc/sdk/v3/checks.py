@@ -10,6 +10,7 @@ combined with it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,8 +43,10 @@ from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_settings import check_tags
 from sagemaker_tc.sdk.local_checkpoints import check_container_folder
 from sagemaker_tc.sdk.request import make_job_name
-from sagemaker_tc.sdk.source_tree import SourceEntry, source_entries
+from sagemaker_tc.sdk.source_tree import SourceEntry, marked_job_folders, source_entries
 from sagemaker_tc.sdk.v3.driver import TrainingCompilerDriver
+
+logger = logging.getLogger(__name__)
 
 # ModelTrainer's local container instance types (sagemaker-train 1.x), and ours: no Docker.
 LOCAL_CONTAINER_TYPES = ("local_cpu", "local_gpu")
@@ -150,6 +153,32 @@ def source_files(source_code: Any) -> list[SourceEntry] | None:
     if not root.is_dir():
         return None
     return source_entries(root, ignore_patterns=source_code.ignore_patterns or (), opt_in=None)
+
+
+def leave_out_job_folders(source_code: Any, local_container_root: Any) -> list[str]:
+    """Add the ``local_process`` job folders that lie in ``SourceCode.source_dir`` to its
+    ``ignore_patterns``, so that sagemaker-train never uploads or mounts an earlier job (its code,
+    hyperparameters, model) as the next job's code: with ``source_dir="."`` and the default
+    ``local_container_root`` (the current folder) each job folder lies in the source folder.
+
+    Returns:
+        The folder names added (each job folder's name, as ``shutil.ignore_patterns`` matches it);
+        empty when ``source_dir`` is not a local folder or ``local_container_root`` lies outside it.
+    """
+    source_dir = getattr(source_code, "source_dir", None)
+    if not isinstance(source_dir, str) or not source_dir or source_dir.startswith("s3://"):
+        return []
+    if not isinstance(local_container_root, (str, os.PathLike)):
+        return []
+    source, root = Path(source_dir).expanduser().resolve(), Path(local_container_root).expanduser().resolve()
+    if not root.is_relative_to(source):
+        return []
+    known = list(source_code.ignore_patterns or [])
+    added = [name for name in marked_job_folders(root) if name not in known]
+    if added:
+        source_code.ignore_patterns = known + added
+        logger.info("Not shipping %d earlier local_process job folder(s) in source_dir", len(added))
+    return added
 
 
 def check_distributed(distributed: Any) -> TrainingCompilerDriver:

@@ -31,7 +31,7 @@ from sagemaker_tc.sdk.local_checkpoints import check_local_checkpoints, is_synce
 from sagemaker_tc.sdk.local_hosts import HostCommand, free_port
 from sagemaker_tc.sdk.local_process import LocalJobResult, local_path
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name
-from sagemaker_tc.sdk.source_tree import copy_entries
+from sagemaker_tc.sdk.source_tree import JOB_FOLDER_MARKER, copy_entries
 from sagemaker_tc.sdk.v3 import checks
 from sagemaker_tc.sdk.v3.driver import driver_folder
 
@@ -204,6 +204,8 @@ def run(
     job_name = make_job_name(trainer.base_job_name or "local-process")
     root = local_path(str(trainer.local_container_root)) / job_name
     copy_entries(code or [], root / contract.CHANNEL_CODE)  # as ModelTrainer uploads it, links resolved
+    # an earlier job is never shipped as a later job's code (source_dir="." with the default root, the cwd)
+    (root / JOB_FOLDER_MARKER).write_text("a sagemaker-tc local_process job folder: never shipped as source code\n")
     shutil.copytree(driver_folder(), root / contract.CHANNEL_DRIVERS / contract.DRIVERS_SUBDIR)
     for name in (contract.CHANNEL_CODE, contract.CHANNEL_DRIVERS):
         channels[name] = (root / name).as_uri()

@@ -141,6 +141,7 @@ class ModelTrainer(_SdkModelTrainer):
             return None
         entry_script = checks.check_source_code(self.source_code, local=self._runs_local_process)
         checks.source_files(self.source_code)  # what sagemaker-train uploads or mounts, or local_process copies
+        checks.leave_out_job_folders(self.source_code, self.local_container_root)
         driver = checks.check_distributed(self.distributed)
         if self.training_image is None:
             raise ModelTrainerArgumentError(
