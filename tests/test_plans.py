@@ -307,6 +307,26 @@ def test_the_shape_policy_pads_only_while_a_compiled_plan_runs():
     assert policy.apply(batch(12))["input_ids"].shape == (4, 12)
 
 
+def test_auto_buckets_pad_to_at_most_a_fixed_number_of_lengths_over_a_job():
+    """Lengths far outside those seen while eager (granularity 8 learned from 12 and 27, then calls
+    up to 200 tokens) open at most MAX_LEARNED_BUCKETS static lengths; a call that would open one
+    more stays unpadded and unbucketed (the dynamic graph), and a length already in use still pads."""
+    from sagemaker_tc.compiler.shapes import MAX_LEARNED_BUCKETS, BucketStats, ShapePolicy, bucket_count
+
+    policy = ShapePolicy("auto", small_bert(), BucketStats())
+    policy.apply(batch(12))
+    policy.apply(batch(27))
+    policy.set_padding(True)
+    results = [policy.bucket(batch(length)) for length in range(8, 201, 8)]  # 25 multiples of 8
+    bucketed = [padded["input_ids"].shape[1] for padded, is_bucketed in results if is_bucketed]
+    assert bucketed == list(range(8, 8 * MAX_LEARNED_BUCKETS + 1, 8))
+    left_out, is_bucketed = policy.bucket(batch(150))
+    assert left_out["input_ids"].shape == (4, 150) and is_bucketed is False
+    again, is_bucketed = policy.bucket(batch(13))
+    assert again["input_ids"].shape == (4, 16) and is_bucketed is True
+    assert bucket_count("auto") >= MAX_LEARNED_BUCKETS  # the recompile budget makes room for them all
+
+
 def test_plan_modules_is_the_one_answer_to_what_a_plan_compiles():
     from sagemaker_tc.compiler.plans import plan_modules
 

@@ -49,6 +49,11 @@ MIN_GRANULARITY = 8
 """Learned bucket lengths are multiples of at least 8 tokens (GPU matrix shapes like multiples of 8)."""
 TARGET_GRAPHS = 4
 """The spread of lengths seen is split into about this many buckets."""
+MAX_LEARNED_BUCKETS = 2 * TARGET_GRAPHS
+"""``buckets="auto"`` pads to at most this many distinct bucket lengths (pairs, for an encoder-decoder)
+over a job: a call whose length would open one more (lengths far outside those seen while eager)
+is left unpadded and takes the dynamic-shape graph, so a long job compiles at most this many static
+graphs per region (:func:`bucket_count` counts them), not one per multiple of the granularity."""
 # The length tensors are read from, in order; inputs_embeds is [B, T, H].
 _LENGTH_KEYS = ("input_ids", "attention_mask", "inputs_embeds")
 # Pad value per key; other keys pad with 0. -100 is PyTorch's CrossEntropyLoss ignore_index, the
@@ -279,6 +284,7 @@ class ShapePolicy:
         self.seen_decoder: Counter[int] = Counter()
         self.granularity: int | None = None
         self.decoder_granularity: int | None = None
+        self.targets: set[tuple[int, ...]] = set()  # "auto": the bucket lengths padded to so far
         self.padding = False
         if setting is not None and stats is not None:
             stats.policy = "fixed" if isinstance(setting, list) else "learned"
@@ -348,10 +354,27 @@ class ShapePolicy:
             if "decoder" in dims:
                 self.seen_decoder[dims["decoder"]] += 1
             return batch, False
+        if not self._opens_a_bucket(dims):
+            if self.stats is not None:
+                self.stats.record(None)
+            return batch, False
         padded = self._pad_dims(batch, dims)
         if self.stats is not None:
             self.stats.record(*padding_added(batch, padded))
         return padded, True
+
+    def _opens_a_bucket(self, dims: Mapping[str, int]) -> bool:
+        """True when a call of ``dims`` may be padded: a listed bucket, or an ``"auto"`` bucket length
+        already in use or one more within :data:`MAX_LEARNED_BUCKETS` (then noted as in use)."""
+        if self.setting != "auto":
+            return True
+        key = (self.target(dims["encoder"]),) + (
+            (self.target(dims["decoder"], decoder=True),) if "decoder" in dims else ()
+        )
+        if key not in self.targets and len(self.targets) >= MAX_LEARNED_BUCKETS:
+            return False
+        self.targets.add(key)
+        return True
 
     def wrap_collate(self, collate_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``collate_fn`` with :meth:`apply` on each mapping batch it returns: padding on the host,
@@ -463,12 +486,12 @@ def recompile_limit_for_buckets(count: int, current: int) -> int:
 
 def bucket_count(setting: list[int] | str | None) -> int:
     """How many bucket lengths a config's ``buckets`` setting can give: the list's length;
-    ``"auto"``: :func:`auto_buckets` of BERT's 512 (the count is learned later, 6 there) but at
-    least 8, room for a longer model; None: 1 (no buckets)."""
+    ``"auto"``: :data:`MAX_LEARNED_BUCKETS` (the most it pads to), or :func:`auto_buckets` of
+    BERT's 512 where that is more; None: 1 (no buckets)."""
     if isinstance(setting, list):
         return max(1, len(setting))
     if setting == "auto":
-        return max(8, len(auto_buckets(None)))
+        return max(MAX_LEARNED_BUCKETS, len(auto_buckets(None)))
     return 1
 
 
