@@ -183,7 +183,8 @@ def test_auto_tries_on_cuda_only_plans_a_committed_gpu_result_shows_paying():
 @pytest.mark.parametrize("plan", sorted(planner.GPU_EVIDENCE))
 def test_gpu_evidence_is_what_its_committed_file_shows(plan):
     """Each entry's ratio is recomputed from the file's two rows of one run, which must share the
-    optimizer, attention, batch and dtype (the plan against its own uncompiled configuration)."""
+    optimizer, attention, batch and dtype (the plan against its own uncompiled configuration): the
+    two rows' details give the first two, the file's one set of options the batch and dtype."""
     import json
     from pathlib import Path
 
@@ -195,7 +196,7 @@ def test_gpu_evidence_is_what_its_committed_file_shows(plan):
     assert measured["status"] == baseline["status"] == "ok"
     for setting in ("optimizer", "attn_implementation"):
         assert measured["details"][setting] == baseline["details"][setting], setting
-    assert result["options"]["device"] == "cuda"
+    assert result["options"]["device"] == "cuda" and result["options"]["batch_size"] and result["options"]["dtype"]
     assert evidence.speedup == pytest.approx(baseline["step_ms"] / measured["step_ms"], abs=0.005)
 
 
