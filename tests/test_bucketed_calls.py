@@ -102,6 +102,44 @@ def test_a_bidirectional_model_compiled_trains_like_eager_where_padding_would_ch
     assert current_session().report()["shapes"]["unbucketed_batches"] == 1
 
 
+@pytest.mark.parametrize("plan", ["regional", "model"])
+def test_a_padded_calls_token_outputs_have_the_callers_lengths(plan, plan_backend):  # noqa: F811
+    """A plain loop that computes its own token-level loss from the logits against its unpadded
+    labels: the call is padded (13 -> 16 tokens) and its output cut back, so the shapes, the loss
+    and the gradients are eager's."""
+    import torch.nn.functional as F
+    from transformers import BertConfig, BertForTokenClassification
+
+    config = BertConfig(
+        vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=64, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    generator = torch.Generator().manual_seed(2)
+    ids, labels = torch.randint(1, 64, (4, 13), generator=generator), torch.randint(0, 3, (4, 13), generator=generator)
+
+    def step(model):
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
+        loss = F.cross_entropy(out.logits.reshape(-1, 3), labels.reshape(-1))
+        loss.backward()
+        return out, loss
+
+    torch.manual_seed(0)
+    eager_model = BertForTokenClassification(config)
+    torch.manual_seed(0)
+    model = BertForTokenClassification(config)
+    eager_out, eager_loss = step(eager_model)
+    sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan=plan, buckets="auto", baseline_steps=0))
+    out, loss = step(model)
+
+    runtime = current_session().runtime
+    assert runtime.active == plan and runtime.failures == []
+    assert current_session().report()["shapes"]["batches_per_length"] == {"16": 1}  # it was padded
+    assert out.logits.shape == (4, 13, 3) and [h.shape[1] for h in out.hidden_states] == [13, 13, 13]
+    assert loss.item() == pytest.approx(eager_loss.item(), rel=1e-5)
+    grad, eager_grad = model.classifier.weight.grad, eager_model.classifier.weight.grad
+    assert torch.allclose(grad, eager_grad, atol=1e-6)
+
+
 def test_an_eager_rerun_gets_the_callers_unpadded_inputs():
     from sagemaker_tc.compiler.plans import GuardedCall
 

@@ -41,7 +41,7 @@ from sagemaker_tc.compiler.plans import (
 from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.regions import CompilePlan
 from sagemaker_tc.compiler.schedule import Schedule
-from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
+from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy, trim_output
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError
@@ -243,9 +243,12 @@ class CompilerRuntime:
             self.evaluation.begin_call(_shape_signature(args, kwargs), timed=not self._evaluates_compiled())
         for listener in self._listeners:
             listener(module, args, kwargs)
-        bucketed = False
+        bucketed, self._call.trim = False, None
         if module.training and self.shapes is not None and not _holds_tensor(args):
+            original = kwargs
             kwargs, bucketed = self.shapes.bucket(kwargs)
+            if kwargs is not original:  # padded here: the output is cut back to the caller's lengths
+                self._call.trim = (self.shapes.dims(original), self.shapes.dims(kwargs))
         self._call.bucketed = bucketed
         if module.training and not bucketed and self.pads_training_batches:
             self._note_unbucketed(args, kwargs)
@@ -319,9 +322,17 @@ class CompilerRuntime:
                 self.schedule.workload.device = device
 
     # -- evaluation ---------------------------------------------------------------------------------
-    def _after_model_call(self, module: Any, args: tuple, output: Any) -> None:
+    def _after_model_call(self, module: Any, args: tuple, output: Any) -> Any:
+        """End an evaluation call; a training call padded at the call returns its output cut back to
+        the caller's lengths (:func:`~.shapes.trim_output`): a script that reads token-level outputs
+        against its own unpadded labels sees the shapes eager gives."""
         if not module.training:
             self.evaluation.end_call()
+            return None
+        trim, self._call.trim = getattr(self._call, "trim", None), None
+        if trim is None or None in trim or self.shapes is None:
+            return None
+        return trim_output(output, *trim, left=bool(self.shapes.left))
 
     def _evaluates_compiled(self) -> bool:
         """Evaluation calls run the active plan's compiled variant: compiling them was shown to pay

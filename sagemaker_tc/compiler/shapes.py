@@ -183,6 +183,46 @@ def _pads_exactly(
     return isinstance(labels, torch.Tensor) and labels.dim() == 2 and labels.shape[1] == length
 
 
+def trim_output(output: Any, original: Mapping[str, int], padded: Mapping[str, int], *, left: bool = False) -> Any:
+    """A padded call's output cut back to the caller's lengths: each tensor whose dim 1 is a padded
+    length (and not its original) is sliced to the original, as the unpadded call would have
+    returned it (the padded positions' outputs are the ones the mask or causality kept out). In an
+    encoder-decoder's output the ``encoder_*`` entries have the encoder's length, the others
+    (``logits``, ``decoder_*``) the decoder's. Slicing makes views: nothing is copied or waited for.
+
+    Args:
+        output: the model's output: a tensor, a tuple/list, or a mapping (a ``ModelOutput``,
+            changed in place) of those.
+        original: :func:`padding_dims` of the call's arguments before padding.
+        padded: the same after padding.
+        left: the call was padded on the left (the original positions are the last ones).
+    """
+    import torch
+
+    def cut(value: Any, dim: str) -> Any:
+        if isinstance(value, torch.Tensor):
+            before, after = original.get(dim), padded.get(dim)
+            if before is None or before == after or value.dim() < 2 or value.shape[1] != after:
+                return value
+            return value[:, after - before :] if left else value[:, :before]
+        if isinstance(value, tuple):
+            return tuple(cut(item, dim) for item in value)
+        if isinstance(value, list):
+            return [cut(item, dim) for item in value]
+        return value
+
+    def dim_of(key: Any) -> str:
+        if "decoder" not in padded or (isinstance(key, str) and key.startswith("encoder_")):
+            return "encoder"
+        return "decoder"
+
+    if isinstance(output, Mapping):
+        for key in list(output.keys()):
+            output[key] = cut(output[key], dim_of(key))
+        return output
+    return cut(output, dim_of(None))  # a tuple output: the decoder's length where there is one
+
+
 def _pads_left(batch: Mapping[str, Any]) -> bool:
     import torch
 
