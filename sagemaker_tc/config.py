@@ -170,8 +170,11 @@ class TrainingCompilerConfig(BaseModel):
         description="Shape bucketing while a compiled plan runs (eager never pads): each training batch's sequence "
         "length is padded up, so one epoch compiles at most one graph per padded length. 'auto': to the next "
         "multiple of a step learned from the lengths the eager steps saw (their spread, longest - shortest + 1, "
-        "split in 4 and rounded up to a multiple of 8 tokens, at least 8), never past the model's maximum length; "
-        "a list of lengths: to the next listed length; None turns bucketing off (dynamic shapes).",
+        "split in 4 and rounded up to a multiple of 8 tokens, at least 8), never past the model's maximum length, "
+        "and to at most 8 lengths over a job (a call that would need a ninth runs unpadded, on the dynamic-shape "
+        "graph); a list of lengths: to the next listed length; None turns bucketing off (dynamic shapes). "
+        "Only calls that padding keeps exact are padded (an attention mask of shape (batch, length), or a causal "
+        "model), and a padded call's outputs are cut back to its own lengths.",
     )
     cache: str | None = Field(
         default=None,

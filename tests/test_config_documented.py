@@ -15,7 +15,7 @@ from conftest import REPO
 from sagemaker_tc import config_rules
 from sagemaker_tc.compiler.planner import ASSUMED_JOB_STEPS
 from sagemaker_tc.compiler.schedule import EAGER_TRIAL_STEPS
-from sagemaker_tc.compiler.shapes import MIN_GRANULARITY, TARGET_GRAPHS, learned_granularity
+from sagemaker_tc.compiler.shapes import MAX_LEARNED_BUCKETS, MIN_GRANULARITY, TARGET_GRAPHS, learned_granularity
 from sagemaker_tc.config import REMOVED_FIELDS, REMOVED_VALUES, TrainingCompilerConfig
 from sagemaker_tc.container.watchdog import SAGEMAKER_GRACE_S
 from sagemaker_tc.sdk.local_process import LOCAL_PROCESS_HANG_GRACE_S
@@ -44,6 +44,7 @@ DESCRIBED_NUMBERS = {
         "1": 1,  # the spread is longest - shortest + 1 (checked against learned_granularity below)
         str(TARGET_GRAPHS): TARGET_GRAPHS,
         str(MIN_GRANULARITY): MIN_GRANULARITY,
+        str(MAX_LEARNED_BUCKETS): MAX_LEARNED_BUCKETS,
     },
     "baseline_steps": {"0": bound("baseline_steps", "ge"), str(EAGER_TRIAL_STEPS): EAGER_TRIAL_STEPS},
     "expected_steps": {str(ASSUMED_JOB_STEPS): ASSUMED_JOB_STEPS},
@@ -60,7 +61,8 @@ DESCRIBED_NUMBERS = {
 # Text each description states about a number owned by another module, built from that constant.
 DESCRIBED_TEXT = {
     "buckets": [
-        f"split in {TARGET_GRAPHS} and rounded up to a multiple of {MIN_GRANULARITY} tokens, at least {MIN_GRANULARITY}"
+        f"split in {TARGET_GRAPHS} and rounded up to a multiple of {MIN_GRANULARITY} tokens, at least {MIN_GRANULARITY}",
+        f"to at most {MAX_LEARNED_BUCKETS} lengths over a job",
     ],
     "baseline_steps": [f"plan='auto' always measures at least {EAGER_TRIAL_STEPS} eager steps"],
     "expected_steps": [f"None: {ASSUMED_JOB_STEPS} steps are assumed"],
