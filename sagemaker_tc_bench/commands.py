@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -26,6 +27,41 @@ def split_names(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [name for value in values for name in value.split(",") if name]
+
+
+def file_stem(value: str) -> str:
+    """``--name``: a file name stem written into ``--out``, never a path (argparse type).
+
+    Raises:
+        argparse.ArgumentTypeError: empty, a path (``/``, ``\\``), ``.``/``..``, or starting with
+            ``.`` or ``-``, or holding a control character.
+    """
+    bad = (
+        not value
+        or any(separator in value for separator in "/\\")
+        or value.startswith((".", "-"))
+        or any(ord(char) < 32 for char in value)
+    )
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a file name: --name takes a stem such as 'gpu-check' (no '/', not starting with "
+            "'.' or '-'), written into --out"
+        )
+    return value
+
+
+def _number(low: float, *, inclusive: bool):
+    """An argparse type: a finite float at least (``inclusive``) or above ``low``."""
+
+    def parse(value: str) -> float:
+        number = float(value)
+        if not math.isfinite(number) or number < low or (number == low and not inclusive):
+            bound = f">= {low:g}" if inclusive else f"> {low:g}"
+            raise argparse.ArgumentTypeError(f"{value!r}: takes a finite number {bound}")
+        return number
+
+    parse.__name__ = "number"  # argparse's "invalid number value" on a non-number
+    return parse
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -90,7 +126,7 @@ def _limit_arguments(parser: argparse.ArgumentParser, *, per: str, budget_help: 
 def _output_arguments(parser: argparse.ArgumentParser, *, command: str, name: str, files: str) -> None:
     out = OUTPUT_ROOT / command
     parser.add_argument("--out", type=Path, default=out, help=f"output folder (default {out})")
-    parser.add_argument("--name", default=name, help=f"output file stem: {files}")
+    parser.add_argument("--name", type=file_stem, default=name, help=f"output file stem: {files}")
 
 
 def _bench_arguments(bench: argparse.ArgumentParser) -> None:
@@ -145,8 +181,12 @@ def _verify_arguments(verify: argparse.ArgumentParser) -> None:
         "--device", default="cpu", help="device for a suite model (default cpu); a script chooses its own"
     )
     verify.add_argument("--steps", type=int, default=20, help="optimizer steps per side (default 20)")
-    verify.add_argument("--rtol", type=float, default=1e-4, help="largest relative loss difference (default 1e-4)")
-    verify.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
+    verify.add_argument(
+        "--rtol", type=_number(0, inclusive=True), default=1e-4, help="largest relative loss difference (default 1e-4)"
+    )
+    verify.add_argument(
+        "--lr", type=_number(0, inclusive=False), default=1e-4, help="AdamW learning rate (default 1e-4)"
+    )
     verify.add_argument("--seed", type=int, default=0)
     verify.add_argument("--mode", default="default", help="torch.compile mode for compile_model (default: default)")
     verify.add_argument(
@@ -154,7 +194,10 @@ def _verify_arguments(verify: argparse.ArgumentParser) -> None:
     )
     verify.add_argument("--whole-model", action=_Removed, replacement="--plan model")
     verify.add_argument(
-        "--param-atol", type=float, default=1e-5, help="largest absolute parameter difference (default 1e-5)"
+        "--param-atol",
+        type=_number(0, inclusive=True),
+        default=1e-5,
+        help="largest absolute parameter difference (default 1e-5)",
     )
     verify.add_argument("--json", type=Path, help="also write the result as JSON here")
 

@@ -120,6 +120,30 @@ def test_a_missing_optional_package_is_named_before_any_work(tmp_path, hidden, c
     assert not out.exists()  # nothing ran
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "--name", "../../evil"], "argument --name: '../../evil' is not a file name"),
+        (["tune", "--name", "a/b"], "argument --name: 'a/b' is not a file name"),
+        (["bench", "--name", ".hidden"], "argument --name: '.hidden' is not a file name"),
+        (["verify", "--model", "gpt2", "--rtol", "nan"], "argument --rtol: 'nan': takes a finite number >= 0"),
+        (["verify", "--model", "gpt2", "--param-atol", "-1"], "argument --param-atol: '-1': takes a finite number"),
+        (["verify", "--model", "gpt2", "--lr", "-1"], "argument --lr: '-1': takes a finite number > 0"),
+        (["verify", "--model", "gpt2", "--lr", "0"], "argument --lr: '0': takes a finite number > 0"),
+    ],
+)
+def test_a_bad_output_name_or_tolerance_is_refused_before_any_work(tmp_path, monkeypatch, capsys, argv, message):
+    """Issue 33's recount: --name wrote two folders above --out, or crashed after a whole tune; a NaN
+    or negative tolerance or learning rate ran the whole verify first."""
+    from sagemaker_tc.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--out", str(tmp_path / "out")] if argv[0] != "verify" else argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing written, nothing ran
+
+
 def test_every_finished_row_is_written_as_it_completes(tmp_path):
     from sagemaker_tc_bench.report import write_document
 

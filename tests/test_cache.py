@@ -129,6 +129,46 @@ def test_a_users_inductor_folder_gives_only_the_compilers_files_to_the_cache(tmp
         ]
 
 
+def test_what_a_users_inductor_folder_held_before_the_job_is_never_cached(tmp_path):
+    """Issue 33's recount: TORCHINDUCTOR_CACHE_DIR set to a folder of the user's whose own folders
+    have compiler-like names (two characters, ``cache/``): their files stay out of the cache; the
+    launcher records them (FOREIGN_INDEX) and a rank's cache on the same folder reads that."""
+    from sagemaker_tc.compiler.job_cache import JobCache
+
+    folder = tmp_path / "home"
+    fill(folder, {"go/pkg/secret.txt": "hunter2", "cache/notes.txt": "mine", "fxgraph/old": "earlier"})
+    environ = {"TORCHINDUCTOR_CACHE_DIR": str(folder)}
+    config = TrainingCompilerConfig(cache=str(tmp_path / "cache"))
+    launcher = JobCache.open(config, environ)
+    assert launcher.private_dir is None  # the user's own folder is used as it is
+    fill(folder, {"fxgraph/new": "graph", "xy/kernel.so": "binary"})  # what the job compiled
+    rank = CompileCache(config.cache, folder)  # a torchrun rank's cache: reads the launcher's index
+    for cache in (launcher.cache, rank):
+        saved = cache.save()
+        assert saved.state == "saved" and saved.files == 2, saved
+        archive = next((tmp_path / "cache" / cache.key).glob("*.tar.gz"))
+        with tarfile.open(archive) as tar:
+            assert sorted(m.name for m in tar.getmembers() if m.isfile()) == ["fxgraph/new", "xy/kernel.so"]
+
+
+def test_a_cache_entry_folder_that_is_a_link_is_never_written_through(tmp_path, caplog):
+    """An entry folder linked to another folder: the save writes nothing there (its meta.json is
+    kept), and the load does not read through it."""
+    elsewhere = tmp_path / "elsewhere"
+    fill(elsewhere, {META_NAME: "theirs"})
+    location, folder = tmp_path / "cache", tmp_path / "inductor"
+    cache = CompileCache(str(location), folder)
+    location.mkdir()
+    (location / cache.key).symlink_to(elsewhere, target_is_directory=True)
+    fill(folder, {"fxgraph/a": "1"})
+    with caplog.at_level(logging.WARNING):
+        assert cache.save().state == "failed"
+        assert CompileCache(str(location), tmp_path / "other").load().state == "cold"
+    assert sorted(p.name for p in elsewhere.iterdir()) == [META_NAME]
+    assert (elsewhere / META_NAME).read_text() == "theirs"
+    assert "a link leads elsewhere" in caplog.text
+
+
 def test_entries_of_other_environments_are_stale_not_loaded(tmp_path, caplog):
     other = tmp_path / "cache" / "0123456789abcdef"
     other.mkdir(parents=True)

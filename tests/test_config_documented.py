@@ -61,7 +61,8 @@ DESCRIBED_NUMBERS = {
 # Text each description states about a number owned by another module, built from that constant.
 DESCRIBED_TEXT = {
     "buckets": [
-        f"split in {TARGET_GRAPHS} and rounded up to a multiple of {MIN_GRANULARITY} tokens, at least {MIN_GRANULARITY}",
+        f"split in {TARGET_GRAPHS} and rounded up to a multiple of {MIN_GRANULARITY} tokens, "
+        f"at least {MIN_GRANULARITY}",
         f"to at most {MAX_LEARNED_BUCKETS} lengths over a job",
     ],
     "baseline_steps": [f"plan='auto' always measures at least {EAGER_TRIAL_STEPS} eager steps"],

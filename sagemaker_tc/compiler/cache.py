@@ -4,7 +4,9 @@ What is kept: what the compiler wrote in ``TORCHINDUCTOR_CACHE_DIR`` (FX graph c
 cache, and the compiled kernels: C++ shared objects on CPU, Triton kernels on GPU), by kind: the
 folders torch names (:data:`COMPILER_FOLDERS`) and its two-character code folders; nothing else a
 user's own ``TORCHINDUCTOR_CACHE_DIR`` holds (``.aws/credentials``, notes, data), no hidden file and
-no link. torch's portable "mega-cache"
+no link, and nothing that folder held before the job (:data:`FOREIGN_INDEX`: a user's ``go/`` or
+``cache/`` is not the compiler's). A local cache location's files are read and written only inside
+it: an entry folder that is a link is never written through. torch's portable "mega-cache"
 (``torch.compiler.save_cache_artifacts()``) leaves the CPU kernels' C++ builds out, so a warm start
 on CPU from it alone still compiles most of the way (ARCHITECTURE.md: 0.87x of cold vs 0.13x with
 the folder); the folder carries both. A restored folder works at a new path (measured: a copied
@@ -133,6 +135,10 @@ def environment_key(env: dict[str, Any]) -> str:
 
 
 # -- storage ---------------------------------------------------------------------------------------
+class CacheLocationError(OSError):
+    """A cache file whose path leaves the cache folder (through a link): never read, written or deleted."""
+
+
 class _Store:
     """Bytes at relative names under a local folder or an S3 prefix."""
 
@@ -151,14 +157,24 @@ class _Store:
     def _s3_key(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
 
+    def _local(self, name: str) -> Path | None:
+        """``root / name`` when it stays in the cache folder: no part of it a link (an entry folder
+        linked elsewhere would have the cache write there), nothing resolving outside; else None."""
+        path = self.root / name
+        if any(part.is_symlink() for part in (path, *path.parents) if part != self.root and self.root in part.parents):
+            return None
+        root = self.root.resolve()
+        resolved = path.resolve()
+        return path if resolved == root or root in resolved.parents else None
+
     def read(self, name: str) -> bytes | None:
         if self.s3:
             try:
                 return self.client.get_object(Bucket=self.bucket, Key=self._s3_key(name))["Body"].read()
             except self.client.exceptions.NoSuchKey:
                 return None
-        path = self.root / name
-        return path.read_bytes() if path.is_file() else None
+        path = self._local(name)
+        return path.read_bytes() if path is not None and path.is_file() else None
 
     def write(self, name: str, data: bytes) -> None:
         """Write ``data`` at ``name`` atomically (S3 puts are atomic; local files go through a
@@ -166,13 +182,16 @@ class _Store:
         if self.s3:
             self.client.put_object(Bucket=self.bucket, Key=self._s3_key(name), Body=data)
             return
-        write_atomic(self.root / name, data)
+        path = self._local(name)
+        if path is None:
+            raise CacheLocationError(f"{name} is not a file of the cache folder {self.root} (a link leads elsewhere)")
+        write_atomic(path, data)
 
     def delete(self, name: str) -> None:
         if self.s3:
             self.client.delete_object(Bucket=self.bucket, Key=self._s3_key(name))
-        else:
-            (self.root / name).unlink(missing_ok=True)
+        elif (path := self._local(name)) is not None:
+            path.unlink(missing_ok=True)
 
     def keys(self) -> list[str]:
         """Environment keys present (folders / prefixes holding a ``meta.json``)."""
@@ -183,7 +202,7 @@ class _Store:
             return sorted({n.split("/")[0] for n in names if n.endswith(f"/{META_NAME}")})
         if not self.root.is_dir():
             return []
-        return sorted(p.parent.name for p in self.root.glob(f"*/{META_NAME}"))
+        return sorted(p.parent.name for p in self.root.glob(f"*/{META_NAME}") if not p.parent.is_symlink())
 
 
 def compiler_wrote(relative: Path) -> bool:
@@ -206,6 +225,41 @@ def _files(folder: Path) -> set[str]:
         if path.is_file() and not path.is_symlink() and compiler_wrote(relative):
             found.add(str(relative))
     return found
+
+
+FOREIGN_INDEX = ".sagemaker-tc-foreign.json"
+"""In ``TORCHINDUCTOR_CACHE_DIR``: the files it held before the first compile cache of a job came to
+it (a user's own folder set as ``TORCHINDUCTOR_CACHE_DIR``), written once. They are never saved to
+the cache, whatever their folder's name (``go/``, ``cache/``): the cache keeps what the jobs wrote."""
+
+
+def _foreign_files(folder: Path, *, record: bool) -> set[str]:
+    """The files :data:`FOREIGN_INDEX` lists; without one, with ``record`` (the launcher's cache on a
+    user's own folder, before any rank compiles) the compiler-kind files there now, written to the
+    index for the ranks, else none."""
+    index = folder / FOREIGN_INDEX
+    if index.is_file() and not index.is_symlink():
+        try:
+            listed = json.loads(index.read_text(encoding="utf-8"))
+            return {name for name in listed if isinstance(name, str)} if isinstance(listed, list) else set()
+        except (OSError, ValueError):
+            return set(_files(folder))  # unreadable: everything there now is taken as the user's
+    if not record:
+        return set()
+    found = _files(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)  # a later process of the job finds the index
+    except OSError as error:
+        logger.debug("Could not create %s: %s", folder, error)
+    _write_foreign(folder, found)
+    return found
+
+
+def _write_foreign(folder: Path, names: set[str]) -> None:
+    try:
+        write_atomic(folder / FOREIGN_INDEX, json.dumps(sorted(names)).encode())
+    except OSError as error:
+        logger.debug("Could not write %s in %s: %s", FOREIGN_INDEX, folder, error)
 
 
 def archive_name(meta: dict[str, Any]) -> str | None:
@@ -237,14 +291,17 @@ class CompileCache:
     Args:
         uri: a local folder or ``s3://bucket/prefix`` (validated by ``TrainingCompilerConfig.cache``).
         inductor_dir: the process tree's ``TORCHINDUCTOR_CACHE_DIR``.
+        users_folder: ``inductor_dir`` is a folder the user chose (not one this job made): what it
+            holds now is the user's and is never saved (:data:`FOREIGN_INDEX`).
     """
 
-    def __init__(self, uri: str, inductor_dir: Path) -> None:
+    def __init__(self, uri: str, inductor_dir: Path, *, users_folder: bool = False) -> None:
         self.uri = uri
         self.inductor_dir = inductor_dir
         self.env = environment()
         self.key = environment_key(self.env)
         self._loaded_files: set[str] = set()
+        self._foreign = _foreign_files(inductor_dir, record=users_folder)
 
     def load(self) -> CacheOutcome:
         """Restore the entry for this environment into ``inductor_dir``. Never raises: a missing,
@@ -310,6 +367,10 @@ class CompileCache:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         outcome.state, outcome.files, outcome.bytes = "warm", int(meta.get("files", 0)), len(archive)
+        restored = {str(path.relative_to(self.inductor_dir)) for path in self.inductor_dir.rglob("*")}
+        if self._foreign & restored:  # the cache's own files now, whatever lay at their paths before
+            self._foreign -= restored
+            _write_foreign(self.inductor_dir, self._foreign)
 
     def _describe(self, store: _Store, keys: list[str]) -> str:
         parts = []
@@ -327,7 +388,7 @@ class CompileCache:
         Never raises (a failed save is logged as a warning)."""
         started = time.perf_counter()
         outcome = CacheOutcome(state="saved", uri=self.uri, key=self.key, environment=self.env)
-        names = _files(self.inductor_dir)
+        names = _files(self.inductor_dir) - self._foreign
         if not names or names <= self._loaded_files:
             outcome.state, outcome.reason = "unchanged", "nothing new was compiled; the entry is kept as it was"
             logger.info("Compile cache not saved: %s", outcome.reason)

@@ -114,7 +114,7 @@ class JobCache:
         if private:
             environ[contract.ENV_INDUCTOR_CACHE_DIR] = str(scratch.make_temp_dir("sagemaker-tc-inductor-", environ))
         folder = Path(environ[contract.ENV_INDUCTOR_CACHE_DIR])
-        cache = CompileCache(config.cache or "", folder)
+        cache = CompileCache(config.cache or "", folder, users_folder=not private)
         outcome = cache.load().to_dict()
         return cls(cache=cache, outcome=outcome, private_dir=folder if private else None)
 
