@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 
@@ -284,6 +285,25 @@ def _check_known_value(name: str, value: str) -> None:
             raise EstimatorArgumentError(str(error)) from None
 
 
+def _check_local_uri(argument: str, value: str) -> None:
+    """A local path or ``file://`` URI as given: no leading or trailing whitespace (kept as part of
+    the name, a folder no one meant), no host in a ``file://`` URI (``file://x/y`` is host ``x``).
+
+    Raises:
+        EstimatorArgumentError: either of those.
+    """
+    if value != value.strip():
+        raise EstimatorArgumentError(
+            f"{argument}={value!r} starts or ends with whitespace; give the folder's path as it is"
+        )
+    parsed = urlparse(value)
+    if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):
+        raise EstimatorArgumentError(
+            f"{argument}={value!r} names the host {parsed.netloc!r}: a file:// URI takes an absolute path "
+            f"(file:///abs/folder), or give a plain path such as {parsed.netloc + parsed.path!r}"
+        )
+
+
 def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
     """Where the job's artifacts go: an ``s3://`` URI for SageMaker jobs (None: the session's default
     bucket), a local folder or ``file://`` URI for local modes (default ``./sagemaker-tc-output``).
@@ -305,6 +325,7 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
             )
         return output_path if output_path is None else check_s3_uri("output_path", output_path)
     output_path = os.fspath(DEFAULT_OUTPUT_PATH if output_path is None else output_path)
+    _check_local_uri("output_path", output_path)
     folder = local_path(output_path)  # local modes write locally: refuse s3:// now
     existing = next(path for path in (folder, *folder.parents) if path.exists())
     if not existing.is_dir():
@@ -391,6 +412,33 @@ _CACHE_APART = (
 )
 
 
+def check_cache_apart_from_channels(cache: str | None, channels: Mapping[str, Any]) -> None:
+    """A local ``compiler_config.cache`` (``local_process``) apart from the folders of the job's
+    channels: it is not, does not hold and does not lie inside one (its archives and ``meta.json``
+    would be written into the user's data). Checked at ``fit()``, before any job folder is made.
+
+    Args:
+        cache: the config's cache (None or an ``s3://`` URI: nothing to check).
+        channels: channel name -> its local path or ``file://`` URI (other values are skipped).
+
+    Raises:
+        EstimatorArgumentError: the cache overlaps a channel's folder, naming both.
+    """
+    if cache is None or looks_like_s3(cache):
+        return
+    folder = local_path(cache).resolve()
+    for name, uri in channels.items():
+        if not isinstance(uri, str) or looks_like_s3(uri):
+            continue
+        data = local_path(uri).resolve()
+        how = relation(folder, data)
+        if how is not None:
+            raise EstimatorArgumentError(
+                f"compiler_config.cache={cache!r} {how} the {name!r} channel's folder {str(data)!r}: the cache would "
+                "write its archives into your data; give the cache a folder of its own such as './compile-cache'"
+            )
+
+
 def check_cache_apart(cache: str | None, *, output_path: Any, checkpoint_uri: Any, source_root: Path | None) -> None:
     """A local ``compiler_config.cache`` (``local_process``) apart from the job's other folders: it
     is not, and does not hold, the output folder or ``source_dir`` (the cache's archives would be
@@ -446,6 +494,8 @@ def check_checkpoints(
             (see above). (Local modes accept a local path without URI: the same notebook runs locally first.)
     """
     if kind is InstanceKind.LOCAL_PROCESS and checkpoint_s3_uri is not None:
+        if isinstance(checkpoint_s3_uri, str) and is_synced_locally(checkpoint_s3_uri):
+            _check_local_uri("checkpoint_s3_uri", checkpoint_s3_uri)
         output_folder = local_path(output_path) if output_path is not None else None
         check_local_checkpoints(
             checkpoint_s3_uri, checkpoint_local_path, output_folder=output_folder, source_root=source_root

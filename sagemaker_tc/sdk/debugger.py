@@ -29,6 +29,7 @@ from sagemaker.core.shapes import (
 from sagemaker.core.utils.utils import Unassigned, transform
 
 from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.sdk.api_limits import check_limit
 
 # The rule image SDK v2's (and sagemaker-core's) Rule.sagemaker() leaves for the estimator to fill in.
 DEFAULT_RULE_IMAGE = "DEFAULT_RULE_EVALUATOR_IMAGE"
@@ -59,8 +60,17 @@ def _shape(argument: str, value: Any, shape: type, method: str = "_to_request_di
 
 
 def tensorboard_shape(value: Any) -> TensorBoardOutputConfig:
-    """``tensorboard_output_config`` -> ``TensorBoardOutputConfig`` (S3OutputPath, LocalPath)."""
-    return _shape("tensorboard_output_config", value, TensorBoardOutputConfig)
+    """``tensorboard_output_config`` -> ``TensorBoardOutputConfig`` (S3OutputPath, LocalPath).
+
+    Raises:
+        EstimatorArgumentError: not such an object or dict; an ``S3OutputPath`` CreateTrainingJob
+            would refuse (not an ``s3://`` URI).
+    """
+    shape = _shape("tensorboard_output_config", value, TensorBoardOutputConfig)
+    path = getattr(shape, "s3_output_path", None)
+    if isinstance(path, str):
+        check_limit("tensorboard_output_config's S3OutputPath", "S3Uri", path)
+    return shape
 
 
 def hook_shape(value: Any) -> DebugHookConfig | None:

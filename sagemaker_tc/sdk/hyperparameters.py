@@ -42,9 +42,10 @@ def encode_value(name: str, value: Any) -> str:
     """JSON-encode one hyperparameter value (strings gain quotes: ``"a b"`` -> ``'"a b"'``).
 
     Raises:
-        HyperparameterError: the value is not JSON (a set, an object, NaN or infinity) or the
-            encoded text is longer than SageMaker's 2500-character limit.
+        HyperparameterError: the value is not JSON (a set, an object, NaN or infinity), holds a
+            NUL byte, or the encoded text is longer than SageMaker's 2500-character limit.
     """
+    _check_no_nul(name, value)
     try:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
@@ -54,6 +55,20 @@ def encode_value(name: str, value: Any) -> str:
         ) from None
     _check_length(name, encoded, "once JSON-encoded")
     return encoded
+
+
+def _check_no_nul(name: str, value: Any) -> None:
+    """A value (or a list's item) holding a NUL byte: no process takes one on its command line."""
+    holds = (
+        "\x00" in value
+        if isinstance(value, str)
+        else isinstance(value, (list, tuple)) and any(isinstance(item, str) and "\x00" in item for item in value)
+    )
+    if holds:
+        raise HyperparameterError(
+            f"hyperparameter {name!r} holds a NUL byte, which no process's command line accepts (the job would "
+            "fail as the script starts); remove it"
+        )
 
 
 def _check_length(name: str, text: str, how: str) -> None:
@@ -173,11 +188,12 @@ def check_value_text(name: str, text: str) -> None:
     """A value as sent, for drivers that pass it to the script as it is (SDK v3's ModelTrainer).
 
     Raises:
-        HyperparameterError: longer than SageMaker's 2500 characters.
+        HyperparameterError: longer than SageMaker's 2500 characters, or holding a NUL byte.
 
     Warns:
         HyperparameterWarning: see :func:`check_user_hyperparameter`.
     """
+    _check_no_nul(name, text)
     _check_length(name, text, "as sent")
     _warn_if_option(name, text)
     warn_if_secret_name(name)

@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from sagemaker_tc.errors import CpuInstanceWarning, UnsupportedInstanceTypeError
+from sagemaker_tc.errors import CpuInstanceWarning, JobSettingWarning, UnsupportedInstanceTypeError
 from sagemaker_tc.warn import warn_user
 
 LOCAL_PROCESS = "local_process"
@@ -75,14 +75,30 @@ def classify_instance(instance_type: Any, instance_count: Any) -> InstanceKind:
             "(torch-neuronx / neuronx-cc on the Neuron DLCs), not with sagemaker-tc; pick a GPU instance or use "
             "the Neuron SDK"
         )
-    if family in families["gpu"]:
-        return InstanceKind.GPU
-    if family in families["cpu"]:
-        return InstanceKind.CPU
+    if family in families["gpu"] or family in families["cpu"]:
+        _warn_if_unknown_size(instance_type)
+        return InstanceKind.GPU if family in families["gpu"] else InstanceKind.CPU
     known = ", ".join(families["gpu"] + families["cpu"])
     raise UnsupportedInstanceTypeError(
         f"instance family {family!r} of {instance_type} is not in sagemaker-tc's table; supported families: {known}"
     )
+
+
+def _warn_if_unknown_size(instance_type: str) -> None:
+    """Warn when CreateTrainingJob's instance type list (the API model botocore ships) lacks
+    ``instance_type`` (``ml.g5.huge``): SageMaker refuses it, unless it is newer than this botocore."""
+    import botocore
+    import botocore.session
+
+    known = botocore.session.get_session().get_service_model("sagemaker").shape_for("TrainingInstanceType").enum
+    if known and instance_type not in known:
+        sizes = sorted(name for name in known if name.rsplit(".", 1)[0] == instance_type.rsplit(".", 1)[0])
+        warn_user(
+            f"instance_type={instance_type!r} is not among CreateTrainingJob's instance types in botocore "
+            f"{botocore.__version__} (sizes of its family there: {', '.join(sizes) or 'none'}); SageMaker will refuse "
+            "it unless the type is newer than this botocore",
+            JobSettingWarning,
+        )
 
 
 def warn_cpu_instance(instance_type: str) -> None:

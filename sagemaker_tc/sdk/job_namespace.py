@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from sagemaker_tc import contract
-from sagemaker_tc.errors import OptMlNotMappedWarning, OptMlUnavailableError
+from sagemaker_tc.errors import EstimatorArgumentError, OptMlNotMappedWarning, OptMlUnavailableError
 from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
 from sagemaker_tc.sdk.local_hosts import HostCommand
@@ -133,10 +133,24 @@ def remove_stages(job_dirs: dict[str, Path]) -> None:
             pass
 
 
+_ON = ("1", "true", "on", "yes")
+_OFF = ("0", "false", "off", "no")
+
+
 def find_namespace() -> Namespace | str:
-    """The way to start hosts in a namespace here, or why there is none (tried on a scratch folder)."""
-    if os.environ.get(contract.ENV_LOCAL_NAMESPACE, "1").strip().lower() in ("0", "false", "off", "no"):
+    """The way to start hosts in a namespace here, or why there is none (tried on a scratch folder).
+
+    Raises:
+        EstimatorArgumentError: ``SM_TC_LOCAL_NAMESPACE`` is set to something other than on/off words.
+    """
+    setting = os.environ.get(contract.ENV_LOCAL_NAMESPACE, "1").strip().lower()
+    if setting in _OFF:
         return f"{contract.ENV_LOCAL_NAMESPACE}={os.environ[contract.ENV_LOCAL_NAMESPACE]} turns it off"
+    if setting not in _ON:
+        raise EstimatorArgumentError(
+            f"{contract.ENV_LOCAL_NAMESPACE}={os.environ[contract.ENV_LOCAL_NAMESPACE]!r} is neither on nor off: "
+            f"accepted: {', '.join(_ON)} (the default) or {', '.join(_OFF)}"
+        )
     if not sys.platform.startswith("linux"):
         return f"mount namespaces are Linux-only, this is {sys.platform}"
     unshare = shutil.which("unshare")

@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from sagemaker_tc.sdk import local_process
+from sagemaker_tc.sdk.arguments import check_cache_apart_from_channels
 from sagemaker_tc.sdk.channels import estimator_channels
 from sagemaker_tc.sdk.local_job import LocalJob
 from sagemaker_tc.sdk.request import make_job_name
@@ -23,10 +24,13 @@ def run(estimator: _FrameworkEstimator, inputs, *, wait: bool, logs: bool, job_n
 
     Raises:
         ChannelNotFoundError: an input is missing or has a bad name (before the job folder exists).
-        EstimatorArgumentError: the job folder already exists; ``SM_TC_STOP_GRACE_S`` is not a number >= 0.
+        EstimatorArgumentError: the job folder already exists; ``SM_TC_STOP_GRACE_S`` is not a number >= 0;
+            a local compile cache overlapping a channel's folder.
         OptMlUnavailableError: the job names ``/opt/ml`` and this machine allows no mount namespace.
     """
     channels = estimator_channels(estimator, inputs, cloud=False)
+    cache = estimator.compiler_config.cache if estimator.compiler_enabled and estimator.compiler_config else None
+    check_cache_apart_from_channels(cache, channels)
     job_name = job_name or make_job_name(estimator.base_job_name)
     staging = ExitStack()  # the source archive lives until the job ends (the toolkit unpacks it at start)
     try:
