@@ -123,3 +123,20 @@ def test_local_process_refuses_a_path_that_drops_this_machines_folders(build, mo
     with pytest.raises(EstimatorArgumentError, match=r"leaves out 1 folder\(s\) of this machine's PATH"):
         build(environment={"PATH": "/usr/bin"})
     build(environment={"PATH": "/opt/tools:/usr/bin:/bin"})
+
+
+def test_sdk_v2_tag_dicts_get_the_sdk_v3_form_in_the_refusal(build):
+    from sagemaker_tc import ModelTrainerArgumentError
+
+    with pytest.raises(
+        ModelTrainerArgumentError, match=r"tags: got dict.*sagemaker.core.shapes.Tag\(key=..., value=...\)"
+    ):
+        build(local=False, tags=[{"Key": "team", "Value": "ml"}])
+
+
+@pytest.mark.parametrize("inputs", ["s3://bucket/train", {"train": "s3://bucket/train"}])
+def test_train_inputs_that_are_not_a_list_are_refused_by_name(build, inputs):
+    from sagemaker_tc import ModelTrainerArgumentError
+
+    with pytest.raises(ModelTrainerArgumentError, match=r"input_data_config must be a list of InputData or Channel"):
+        build().train(input_data_config=inputs)

@@ -58,8 +58,12 @@ def _describe(error: ValidationError) -> str:
         # environment and hyperparameters (or any mapping) may hold secrets: the type only, never a value.
         secret = argument in _SECRET_ARGUMENTS or isinstance(given, Mapping)
         shown = type(given).__name__ if secret else f"{type(given).__name__} {given!r}"
-        lines.append(f"{argument}: got {shown}, accepted: {accepted}")
+        lines.append(f"{argument}: got {shown}, accepted: {accepted}{_HINTS.get(argument, '')}")
     return "; ".join(lines)
+
+
+# What the SDK v2 habit behind a wrong-typed argument is, and the SDK v3 form.
+_HINTS = {"tags": " (SDK v2's {'Key': ..., 'Value': ...} dicts are sagemaker.core.shapes.Tag(key=..., value=...) here)"}
 
 
 class ModelTrainer(_SdkModelTrainer):
@@ -216,11 +220,20 @@ class ModelTrainer(_SdkModelTrainer):
             DockerNotAvailableError: ``local_cpu``/``local_gpu`` without a Docker engine or compose.
             EstimatorArgumentError: ``local_process`` with ``wait=False``; ``wait``, ``logs`` or
                 ``dry_run`` that is not a bool (``wait="no"`` is truthy: it would block), checked first.
+            ModelTrainerArgumentError: ``input_data_config`` that is not a list (``"s3://..."``).
             TrainingJobFailedError: a ``local_process`` job failed (carries its failure reason).
         """
         for name, flag in (("wait", wait), ("logs", logs), ("dry_run", dry_run)):
             if not (flag is None and name != "dry_run"):  # sagemaker-train types wait and logs Optional[bool]
                 arguments.check_flag(name, flag)
+        if input_data_config is not None and (
+            isinstance(input_data_config, (str, bytes)) or not isinstance(input_data_config, (list, tuple))
+        ):
+            raise ModelTrainerArgumentError(
+                f"input_data_config must be a list of InputData or Channel objects, got "
+                f"{type(input_data_config).__name__}: for example [InputData(channel_name='train', "
+                "data_source='s3://bucket/train')]"
+            )
         kind = self._apply_compiler(warn=False)
         if self.compiler_enabled or self._runs_local_process:
             checks.check_hyperparameters(self.hyperparameters)
