@@ -53,21 +53,45 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+class _StopGuard:
+    """What :func:`_sigterm_raises` hands out: :meth:`deferred` holds a SIGTERM back while a child
+    process is being started, so the stop is raised only once the child can be killed."""
+
+    def __init__(self) -> None:
+        self.deferring = False
+        self.pending: int | None = None
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Inside, a SIGTERM is noted, not raised; on the way out a noted one raises ``SystemExit``."""
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
+        if self.pending is not None:
+            raise SystemExit(128 + self.pending)
+
+
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
+def _sigterm_raises() -> Iterator[_StopGuard]:
     """While inside, SIGTERM raises ``SystemExit`` (so ``finally`` blocks run) instead of ending this
-    process at once; the previous handler is put back on the way out. A no-op off the main thread,
-    where Python cannot set signal handlers."""
+    process at once, except inside the guard's :meth:`_StopGuard.deferred`; the previous handler is
+    put back on the way out. A no-op off the main thread, where Python cannot set signal handlers."""
+    guard = _StopGuard()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield guard
         return
 
     def stop(signum: int, frame: object) -> None:
+        if guard.deferring:
+            guard.pending = signum
+            return
         raise SystemExit(128 + signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        yield
+        yield guard
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -92,14 +116,18 @@ def run_worker_process(
     command = [sys.executable, "-m", module, str(spec_path), str(result_path)]
     started = time.perf_counter()
     returncode: int | None = None
-    with open(log_path, "w", encoding="utf-8") as log, _sigterm_raises():
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process: subprocess.Popen | None = None
+    with open(log_path, "w", encoding="utf-8") as log, _sigterm_raises() as guard:
         try:
+            with guard.deferred():  # a stop while the child starts is raised once it can be killed
+                process = subprocess.Popen(
+                    command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
             returncode = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             pass
         finally:
-            if process.poll() is None:  # timed out, or this process is being stopped
+            if process is not None and process.poll() is None:  # timed out, or this process is being stopped
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
     wall_s = time.perf_counter() - started

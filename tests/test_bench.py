@@ -386,6 +386,21 @@ def test_a_bench_stopped_by_sigterm_takes_its_running_variant_with_it(tmp_path):
     assert not processes_running(marker), "the variant outlived its bench"
 
 
+def test_a_sigterm_while_the_variant_starts_is_raised_once_it_can_be_killed():
+    """The race behind a variant that outlived its bench: a SIGTERM that lands while the child process
+    is being started (before Popen returns) is held back, then raised once the child is known."""
+    from sagemaker_tc_bench.processes import _sigterm_raises
+
+    steps = []
+    with pytest.raises(SystemExit) as stopped, _sigterm_raises() as guard:
+        with guard.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler has run: noted, not raised
+            steps.append("child started")
+        steps.append("not reached")
+    assert stopped.value.code == 128 + signal.SIGTERM and steps == ["child started"]
+
+
 def test_a_result_file_records_command_machine_versions_and_fields_in_order(tmp_path):
     """benchmarks/*.py write their results through write_result: the command, when, the machine
     with its versions and end load, then the script's own fields in the order given."""
