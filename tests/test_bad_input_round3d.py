@@ -5,19 +5,10 @@ job starts."""
 from __future__ import annotations
 
 import pytest
+from test_bad_input_round3c import CLOUD
 
 from sagemaker_tc import EstimatorArgumentError, HyperparameterError, TrainingCompilerConfig
 from sagemaker_tc.errors import JobSettingWarning
-
-ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
-CLOUD = {
-    "instance_type": "ml.g5.xlarge",
-    "role": ROLE,
-    "transformers_version": "4.56",
-    "pytorch_version": "2.8",
-    "py_version": "py312",
-    "output_path": "s3://tc-bucket/jobs",
-}
 
 
 def test_an_output_path_file_uri_naming_a_host_is_refused(make, tmp_path, monkeypatch):
