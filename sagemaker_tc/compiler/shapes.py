@@ -188,7 +188,8 @@ def trim_output(output: Any, original: Mapping[str, int], padded: Mapping[str, i
     length (and not its original) is sliced to the original, as the unpadded call would have
     returned it (the padded positions' outputs are the ones the mask or causality kept out). In an
     encoder-decoder's output the ``encoder_*`` entries have the encoder's length, the others
-    (``logits``, ``decoder_*``) the decoder's. Slicing makes views: nothing is copied or waited for.
+    (``logits``, ``decoder_*``) the decoder's. Attention maps (``*attentions``, ``[B, heads, T, T]``)
+    are left as they are. Slicing makes views: nothing is copied or waited for.
 
     Args:
         output: the model's output: a tensor, a tuple/list, or a mapping (a ``ModelOutput``,
@@ -218,7 +219,8 @@ def trim_output(output: Any, original: Mapping[str, int], padded: Mapping[str, i
 
     if isinstance(output, Mapping):
         for key in list(output.keys()):
-            output[key] = cut(output[key], dim_of(key))
+            if not (isinstance(key, str) and key.endswith("attentions")):  # [B, heads, T, T]: dim 1 is heads
+                output[key] = cut(output[key], dim_of(key))
         return output
     return cut(output, dim_of(None))  # a tuple output: the decoder's length where there is one
 
