@@ -87,6 +87,12 @@ class ConfigWarning(UserWarning):
     ``enabled=False``); the message says which field wins."""
 
 
+class CacheLocationError(SagemakerTCError, OSError):
+    """A local compile cache file whose path leaves the cache folder through a link (an entry folder
+    linked elsewhere): never read, written or deleted there. Caught by the cache's save, which logs
+    it as a warning (``Compile cache not saved: CacheLocationError: ...``); the job goes on."""
+
+
 class ReportNotFoundError(SagemakerTCError, FileNotFoundError):
     """``sagemaker-tc report PATH``: nothing at ``PATH`` is a compiler report (a missing path, an empty,
     damaged or truncated file, a ``model.tar.gz``, a JSON file that is not a report)."""

@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagemaker_tc.errors import CacheLocationError
 from sagemaker_tc.paths import write_atomic
 
 logger = logging.getLogger(__name__)
@@ -135,10 +136,6 @@ def environment_key(env: dict[str, Any]) -> str:
 
 
 # -- storage ---------------------------------------------------------------------------------------
-class CacheLocationError(OSError):
-    """A cache file whose path leaves the cache folder (through a link): never read, written or deleted."""
-
-
 class _Store:
     """Bytes at relative names under a local folder or an S3 prefix."""
 
