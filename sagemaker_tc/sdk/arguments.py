@@ -12,7 +12,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 
@@ -25,6 +24,7 @@ from sagemaker_tc.sdk.job_environment import check_reserved_names
 from sagemaker_tc.sdk.local_checkpoints import (
     check_container_folder,
     check_local_checkpoints,
+    check_local_uri,
     is_synced_locally,
     relation,
 )
@@ -285,25 +285,6 @@ def _check_known_value(name: str, value: str) -> None:
             raise EstimatorArgumentError(str(error)) from None
 
 
-def _check_local_uri(argument: str, value: str) -> None:
-    """A local path or ``file://`` URI as given: no leading or trailing whitespace (kept as part of
-    the name, a folder no one meant), no host in a ``file://`` URI (``file://x/y`` is host ``x``).
-
-    Raises:
-        EstimatorArgumentError: either of those.
-    """
-    if value != value.strip():
-        raise EstimatorArgumentError(
-            f"{argument}={value!r} starts or ends with whitespace; give the folder's path as it is"
-        )
-    parsed = urlparse(value)
-    if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):
-        raise EstimatorArgumentError(
-            f"{argument}={value!r} names the host {parsed.netloc!r}: a file:// URI takes an absolute path "
-            f"(file:///abs/folder), or give a plain path such as {parsed.netloc + parsed.path!r}"
-        )
-
-
 def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
     """Where the job's artifacts go: an ``s3://`` URI for SageMaker jobs (None: the session's default
     bucket), a local folder or ``file://`` URI for local modes (default ``./sagemaker-tc-output``).
@@ -325,7 +306,7 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
             )
         return output_path if output_path is None else check_s3_uri("output_path", output_path)
     output_path = os.fspath(DEFAULT_OUTPUT_PATH if output_path is None else output_path)
-    _check_local_uri("output_path", output_path)
+    check_local_uri("output_path", output_path)
     folder = local_path(output_path)  # local modes write locally: refuse s3:// now
     existing = next(path for path in (folder, *folder.parents) if path.exists())
     if not existing.is_dir():
@@ -494,8 +475,6 @@ def check_checkpoints(
             (see above). (Local modes accept a local path without URI: the same notebook runs locally first.)
     """
     if kind is InstanceKind.LOCAL_PROCESS and checkpoint_s3_uri is not None:
-        if isinstance(checkpoint_s3_uri, str) and is_synced_locally(checkpoint_s3_uri):
-            _check_local_uri("checkpoint_s3_uri", checkpoint_s3_uri)
         output_folder = local_path(output_path) if output_path is not None else None
         check_local_checkpoints(
             checkpoint_s3_uri, checkpoint_local_path, output_folder=output_folder, source_root=source_root

@@ -78,21 +78,37 @@ def relation(folder: Path, other: Path) -> str | None:
     return None
 
 
+def check_local_uri(argument: str, value: str) -> None:
+    """A local path or ``file://`` URI as given: no leading or trailing whitespace (kept as part of
+    the name, a folder no one meant), no host in a ``file://`` URI (``file://x/y`` is host ``x``).
+
+    Raises:
+        EstimatorArgumentError: either of those.
+    """
+    if value != value.strip():
+        raise EstimatorArgumentError(
+            f"{argument}={value!r} starts or ends with whitespace; give the folder's path as it is"
+        )
+    parsed = urlparse(value)
+    if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):
+        raise EstimatorArgumentError(
+            f"{argument}={value!r} names the host {parsed.netloc!r}: a file:// URI takes an absolute path "
+            f"(file:///abs/folder), or give a plain path such as {parsed.netloc + parsed.path!r}"
+        )
+
+
 def check_location(uri: str, *, output_folder: Path | None, source_root: Path | None) -> None:
     """A checkpoint location ``local_process`` syncs (a path or ``file://`` URI): a folder that can be
     made, apart from the output folder and ``source_dir``.
 
     Raises:
-        EstimatorArgumentError: a ``file://`` URI naming a host (``file://ckpt``); a file on its path or
+        EstimatorArgumentError: surrounding whitespace or a ``file://`` URI naming a host
+            (:func:`check_local_uri`); a file on its path or
             a place nothing can be created (``/proc/ck``); the output folder or ``source_dir``, or a
             folder holding either.
     """
+    check_local_uri("checkpoint_s3_uri", uri)
     parsed = urlparse(uri)
-    if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):
-        raise EstimatorArgumentError(
-            f"checkpoint_s3_uri={uri!r} names the host {parsed.netloc!r}: a file:// URI takes an absolute path "
-            f"(file:///abs/folder), or give a plain path such as {parsed.netloc + parsed.path!r}"
-        )
     folder = Path(os.path.abspath(os.path.expanduser(parsed.path if parsed.scheme == "file" else uri)))
     reason = unwritable_reason(folder)
     if reason is not None:
