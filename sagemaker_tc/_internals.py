@@ -21,6 +21,18 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
+def error_chain(error: BaseException, limit: int = 8) -> list[BaseException]:
+    """``error`` and the errors it was raised from (``__cause__``, else ``__context__``), at most
+    ``limit``, without repeats: dynamo wraps a backend's error in ``BackendCompilerFailed``, so the
+    private errors this module recognises may sit below the one raised."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(chain) < limit and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
 # -- torch: modules compiled in place ------------------------------------------------------------------
 def compiled_call(module: Any) -> Callable[..., Any] | None:
     """The callable in ``module._compiled_call_impl`` (None when the module is not compiled).
@@ -261,8 +273,6 @@ during capture, "accessing gradient tensor output of CUDAGraphs ..." (torch 2.13
 def is_cudagraph_overwritten(error: BaseException) -> bool:
     """True when ``error`` (or an error it was raised from) is cudagraph trees' "output overwritten"
     error: the compiler's fault (CUDA graphs freed memory a later step still read), never the model's."""
-    from sagemaker_tc.compiler.failures import error_chain
-
     return any(_CUDAGRAPH_OVERWRITTEN in str(e) for e in error_chain(error))
 
 

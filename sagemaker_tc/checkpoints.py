@@ -172,7 +172,7 @@ def _save_session_plan(folder: Path) -> None:
     session_module = sys.modules.get("sagemaker_tc.compiler.session")
     session = session_module.current_session() if session_module is not None else None
     if session is not None:
-        save_plan(session, folder)
+        save_plan(folder, *session.plan_record())
 
 
 def record_progress(folder: str | os.PathLike, step: int) -> None:
@@ -192,16 +192,15 @@ def steps_lost(folder: str | os.PathLike, checkpoint_step: int) -> int | None:
     return max(0, progress["step"] - checkpoint_step)
 
 
-def plan_file(session: Any) -> dict[str, Any]:
-    """What a checkpoint keeps of the compile plan: the requested plan and ``auto``'s decision."""
-    runtime = session.runtime
-    requested = runtime.config.plan if runtime.config is not None else session.config.plan
+def plan_file(requested: str, decision: dict[str, Any] | None) -> dict[str, Any]:
+    """What a checkpoint keeps of the compile plan: the requested plan and ``auto``'s decision (left
+    out when None)."""
     data: dict[str, Any] = {"requested": requested}
-    if runtime.decision is not None:
-        data["decision"] = runtime.decision
+    if decision is not None:
+        data["decision"] = decision
     return data
 
 
-def save_plan(session: Any, checkpoint: Path) -> None:
+def save_plan(checkpoint: Path, requested: str, decision: dict[str, Any] | None) -> None:
     """Write :func:`plan_file` into ``checkpoint`` (before its completion marker)."""
-    write_json(checkpoint / PLAN_FILE, plan_file(session))
+    write_json(checkpoint / PLAN_FILE, plan_file(requested, decision))

@@ -7,6 +7,7 @@ import pytest
 from sagemaker_tc import ConfigError, ModelArgumentError, TrainingCompilerConfig, compile_model
 from sagemaker_tc.compiler.dynamo import dynamo_stats
 from sagemaker_tc.compiler.session import CompilerSession, current_session
+from sagemaker_tc.integrations.pytorch import StepWatcher
 
 COMPILE_NOW = TrainingCompilerConfig(plan="model", baseline_steps=0)  # compiled from the first step
 
@@ -121,7 +122,7 @@ def test_a_failed_attach_in_the_jobs_session_leaves_that_session_as_it_was():
             compile_model(UnreadyModel.build())
 
         assert current_session() is session and session.state == "open"
-        assert (len(session._undo), session.step_watcher, session.integration) == (undo_before, None, None)
+        assert (len(session._undo), StepWatcher.watching(session), session.integration) == (undo_before, False, None)
         runtime = session.runtime
         assert (runtime.config, runtime.schedule, runtime.plans, runtime.first_model()) == (None, None, [], None)
 

@@ -129,7 +129,7 @@ def test_a_script_that_fails_before_attaching_a_model_is_not_told_to_call_compil
     from sagemaker_tc.compiler.session import CompilerSession
 
     session = CompilerSession(TrainingCompilerConfig())
-    session.script_outcome = "failed"
+    session.set_script_outcome("failed")
     reason = session.report()["fallback_reason"]
     assert "failed before it attached a model" in reason and "compile_model" not in reason
 

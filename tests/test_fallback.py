@@ -219,12 +219,11 @@ def test_debug_mode_writes_graph_breaks_recompiles_and_compile_times(tmp_path):
 def test_a_plan_that_failed_for_this_workload_is_not_tried_again_by_the_next_job():
     """The plan history an earlier job with the same workload left says model failed there (and so
     step, the same graph): the next auto job tries regional only, then chooses."""
-    from sagemaker_tc.compiler import history
 
     earlier = runtime_with_timer()
     earlier.attach(small_bert(), TrainingCompilerConfig(expected_steps=10_000))
     earlier.failed.record("model", "compiler_error", "InductorError: boom", 11)
-    entry = history.job_entry(earlier, "cold")
+    entry = earlier.history_entry("cold")
     assert entry["plans"]["model"] == {"failed": "compiler_error: InductorError: boom"}
     assert entry["plans"]["step"]["failed"].startswith("compiler_error")
     earlier.detach()

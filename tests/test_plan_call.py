@@ -18,7 +18,7 @@ from conftest import count_block_hooks, tiny_bert
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig, _internals
-from sagemaker_tc.compiler import history, plans
+from sagemaker_tc.compiler import plans
 from sagemaker_tc.compiler.session import current_session
 from sagemaker_tc.errors import CompiledBackwardError
 
@@ -182,7 +182,7 @@ def test_a_plain_loop_gets_an_error_naming_the_plan_and_the_history_records_it(p
     assert isinstance(caught.value.__cause__, RuntimeError)
     runtime = current_session().runtime
     assert runtime.active == caught.value.stepped_back_to != plan
-    entry = history.job_entry(runtime, "cold")
+    entry = runtime.history_entry("cold")
     assert entry["plans"][plan]["failed"].startswith("compiler_error: RuntimeError: injected backward kernel failure")
     model.zero_grad()
     model(**batch(0)).loss.backward()  # the loop can go on: the next plan trains

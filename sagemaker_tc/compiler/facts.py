@@ -1,7 +1,7 @@
 """What a compiler session measured and decided, gathered for its report.
 
-:func:`job_facts` reads a :class:`~sagemaker_tc.compiler.session.CompilerSession` (its runtime, step
-records, compile watch, cache outcome and batch-size decision) into the
+:func:`job_facts` reads the runtime (its plans, trials, decision and failures) and the values the
+session hands it (step records, compile watch, cache outcome, batch-size decision) into the
 :class:`~sagemaker_tc.compiler.report.JobFacts` that :func:`~sagemaker_tc.compiler.report.build_report`
 turns into ``report.json``. Dynamo's counts start at the session's open (:class:`~.dynamo.DynamoMark`).
 """
@@ -9,62 +9,94 @@ turns into ``report.json``. Dynamo's counts start at the session's open (:class:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.compiler import known_wrong, planner, sharding
 from sagemaker_tc.compiler.dynamo import inductor_cache_counters
 from sagemaker_tc.compiler.report import JobFacts
-from sagemaker_tc.compiler.steps import summarize
+from sagemaker_tc.compiler.steps import StepRecord, summarize
 
 if TYPE_CHECKING:
-    from sagemaker_tc.compiler.session import CompilerSession
+    from sagemaker_tc.compiler.runtime import CompilerRuntime
+    from sagemaker_tc.config import TrainingCompilerConfig
 
 logger = logging.getLogger("sagemaker_tc.session")
 
 
-def job_facts(session: CompilerSession) -> JobFacts:
-    """The session's facts as of now; waits for steps still on the GPU (the step timer's flush)."""
-    runtime = session.runtime
-    records = session.timer.flush()
+@dataclass
+class SessionValues:
+    """What the session hands :func:`job_facts` besides its runtime.
+
+    Attributes:
+        records: the step records, flushed (no step still on the GPU).
+        compiles_in_steps: training steps during which something compiled.
+        regional_plan: the configured plan compiled per block (a ``CompilePlan``'s ``regional``; None
+            before any attach).
+        integration: ``"transformers"``, ``"pytorch"`` or None.
+        resumed_from: the report's ``resumed_from`` entry, or None.
+        shapes: the bucket statistics' summary.
+        recompile_limit_hits: dynamo's recompile-limit warnings, as the compile watch kept them.
+        cache_outcome: the compile cache's outcome, None without a compile cache.
+        batch_tuning: the batch-size decision's report entry, None when none was recorded.
+        script_outcome: how a launcher's script ended (``"finished"``, ``"failed"``), else None.
+        world: processes in the job.
+    """
+
+    records: list[StepRecord]
+    compiles_in_steps: int
+    regional_plan: bool | None
+    integration: str | None
+    resumed_from: dict[str, Any] | None
+    shapes: dict[str, Any]
+    recompile_limit_hits: list[Any]
+    cache_outcome: dict[str, Any] | None
+    batch_tuning: dict[str, Any] | None
+    script_outcome: str | None
+    world: int
+
+
+def job_facts(config: TrainingCompilerConfig, runtime: CompilerRuntime, values: SessionValues) -> JobFacts:
+    """The job's facts as of now, by the session's ``config``, its ``runtime`` and ``values``."""
+    records = values.records
     attached = runtime.config is not None
     plan = runtime.final_label() if attached else None
     variant = None if plan is None else ("eager" if plan == "eager" else "compiled")
     regional = None
     if plan is not None and plan != "eager":
-        regional = plan == "regional" and session.plan is not None and session.plan.regional
+        regional = plan == "regional" and bool(values.regional_plan)
     return JobFacts(
         steps=summarize(records, plan),
         dynamo=runtime.compiled_graphs(),
-        integration=session.integration,
+        integration=values.integration,
         regional=regional,
-        fallback_reason=_fallback_reason(session, plan, records),
+        fallback_reason=_fallback_reason(config, runtime, plan, values),
         variant=variant,
         plan=plan,
-        plan_decision=_plan_decision(session),
+        plan_decision=_plan_decision(runtime),
         trials=runtime.trials() if attached else [],
         eager_step_seconds=runtime.eager_step_seconds() if attached else None,
-        cache=_cache(session),
-        resumed_from=session.resumed_from,
-        shapes=session.buckets.summary(),
-        recompile_limit_hits=list(session.watch.recompile_limit_hits),
-        training_compiles=session.timer.compiles_in_steps,
+        cache=_cache(values.cache_outcome),
+        resumed_from=values.resumed_from,
+        shapes=values.shapes,
+        recompile_limit_hits=list(values.recompile_limit_hits),
+        training_compiles=values.compiles_in_steps,
         inductor_cache=inductor_cache_counters(runtime.compiles_since),
         attention=runtime.attention,
-        batch_tuning=_batch_tuning(session),
+        batch_tuning=_batch_tuning(config, values.batch_tuning),
         xla=runtime.compile_stats(),
-        distributed=sharding.report_section(session) if attached else None,
+        distributed=sharding.report_section(runtime.attached_models(), plan, values.world) if attached else None,
     )
 
 
-def _cache(session: CompilerSession) -> dict[str, Any]:
+def _cache(outcome: dict[str, Any] | None) -> dict[str, Any]:
     """The cache outcome, with ``hit``: True when the load restored a warm entry."""
-    if session.job_cache is None:
+    if outcome is None:
         return {"state": "disabled", "hit": False}
-    return {**session.job_cache.outcome, "hit": session.job_cache.outcome.get("state") == "warm"}
+    return {**outcome, "hit": outcome.get("state") == "warm"}
 
 
-def _plan_decision(session: CompilerSession) -> dict[str, Any] | None:
-    runtime = session.runtime
+def _plan_decision(runtime: CompilerRuntime) -> dict[str, Any] | None:
     if runtime.config is None:
         return None
     decision = runtime.decision
@@ -84,10 +116,12 @@ def _plan_decision(session: CompilerSession) -> dict[str, Any] | None:
     }
 
 
-def _fallback_reason(session: CompilerSession, plan: str | None, records: list) -> str | None:
-    runtime = session.runtime
+def _fallback_reason(
+    config: TrainingCompilerConfig, runtime: CompilerRuntime, plan: str | None, values: SessionValues
+) -> str | None:
+    records = values.records
     reason = runtime.fallback_reason if plan == "eager" else None  # a failure stepped back to eager
-    if runtime.config is None and session.script_outcome == "failed":
+    if runtime.config is None and values.script_outcome == "failed":
         return "the script failed before it attached a model (its own error, in the job's log); nothing was compiled"
     if runtime.config is None or reason is not None or not plan or plan == "eager":
         return reason
@@ -95,18 +129,18 @@ def _fallback_reason(session: CompilerSession, plan: str | None, records: list) 
         return None
     return (
         f"no training step ran compiled: the job's {len(records)} step(s) all ran before the switch "
-        f"to compiled (baseline_steps={session.config.baseline_steps})"
+        f"to compiled (baseline_steps={config.baseline_steps})"
     )
 
 
-def _batch_tuning(session: CompilerSession) -> dict[str, Any] | None:
-    if session.batch_tuning is not None:
-        return session.batch_tuning.to_dict()
-    if session.config.batch_size is None:
+def _batch_tuning(config: TrainingCompilerConfig, recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+    if recorded is not None:
+        return recorded
+    if config.batch_size is None:
         return None
     note = (
         "nothing in the script applied it: a Hugging Face Trainer applies it when it is built; a plain "
         "PyTorch loop calls sagemaker_tc.tune_batch_size"
     )
-    logger.warning("BATCH SIZE NOT TUNED: batch_size=%r was set, but %s", session.config.batch_size, note)
-    return {"requested": session.config.batch_size, "applied": False, "note": note}
+    logger.warning("BATCH SIZE NOT TUNED: batch_size=%r was set, but %s", config.batch_size, note)
+    return {"requested": config.batch_size, "applied": False, "note": note}

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from sagemaker_tc._internals import error_chain
 from sagemaker_tc.errors import CompilerFallbackWarning
 
 logger = logging.getLogger("sagemaker_tc.compiler")
@@ -94,17 +95,6 @@ def first_lines(text: str, limit: int = 600) -> str:
     """The first lines of an error message, without torch's "Set TORCHDYNAMO_VERBOSE=1 ..." advice."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("Set TORCHDYNAMO_")]
     return " ".join(lines[:3])[:limit] if lines else "(no message)"
-
-
-def error_chain(error: BaseException, limit: int = 8) -> list[BaseException]:
-    """``error`` and the errors it was raised from (``__cause__``, else ``__context__``), at most
-    ``limit``: dynamo wraps a backend's error in ``BackendCompilerFailed``."""
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and len(chain) < limit and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
 
 
 def is_out_of_memory(error: BaseException) -> bool:

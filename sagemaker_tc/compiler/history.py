@@ -88,36 +88,43 @@ def write(folder: Path | None, key: WorkloadKey, entry: dict[str, Any]) -> None:
         logger.warning("Could not record the plan history in %s: %s", path, error)
 
 
-def workload_key(runtime: Any, records: list[Any], world_size: int) -> WorkloadKey | None:
-    """The workload of a job's runtime (its first model, the device, ``world_size`` ranks, the first
-    step record's global batch); None before a model is attached or a step recorded."""
-    model = runtime.first_model()
+def workload_key(model: Any, device_name: str, records: list[Any], world_size: int) -> WorkloadKey | None:
+    """The workload of a job: its first attached ``model`` (a ``torch.nn.Module``), the device as the
+    log names it, ``world_size`` processes, the first step record's global batch (samples); None
+    before a model is attached (``model`` None) or a step recorded."""
     if model is None or not records:
         return None
     return WorkloadKey(
         model=type(model).__name__,
         parameters=sum(p.numel() for p in model.parameters()),
-        device=runtime.device_name,
+        device=device_name,
         world_size=world_size,
         samples_per_step=records[0].samples,
     )
 
 
-def job_entry(runtime: Any, cache_state: str) -> dict[str, Any]:
-    """What a job measured, for the next job with the same workload: the eager step, the plan it
-    chose, and each compiled plan's compile and steady step (a trial whose measurement is invalid
-    has none and is left out), with the cache state it compiled from (``"cold"`` or ``"warm"``); a
-    plan that failed (or was ended by a failure) is ``{"failed": reason}``."""
+def job_entry(
+    trials: list[dict[str, Any]],
+    failures: list[dict[str, Any]],
+    eager_step_seconds: float | None,
+    chosen: str,
+    cache_state: str,
+) -> dict[str, Any]:
+    """What a job measured, for the next job with the same workload: the eager step (seconds), the
+    plan it ``chosen``, and each compiled plan's compile and steady step from its ``trials`` (a trial
+    whose measurement is invalid has none and is left out), with the cache state it compiled from
+    (``"cold"`` or ``"warm"``); a plan that failed (each of ``failures``' ``ends``) is
+    ``{"failed": reason}``."""
     plans: dict[str, dict[str, Any]] = {
         trial["plan"]: {
             "compile_seconds": trial["compile_seconds"],
             "steady_step_seconds": trial["steady_step_seconds"],
             "cache": cache_state,
         }
-        for trial in runtime.trials()
+        for trial in trials
         if trial["plan"] != "eager" and trial["steady_step_seconds"] is not None
     }
-    for failure in runtime.failures:  # a plan that failed here is not tried again for this workload
+    for failure in failures:  # a plan that failed here is not tried again for this workload
         for plan in failure["ends"]:
             plans[plan] = {"failed": f"{failure['kind']}: {failure['reason']}"[:300]}
-    return {"eager_step_seconds": runtime.eager_step_seconds(), "chosen": runtime.final_label(), "plans": plans}
+    return {"eager_step_seconds": eager_step_seconds, "chosen": chosen, "plans": plans}

@@ -4,7 +4,8 @@ compile plan it had chosen.
 - :func:`checkpoint_to_resume`: what a ``Trainer.train(resume_from_checkpoint=...)`` call resumes
   from, with ``TrainingCompilerConfig(resume="auto")`` choosing the newest complete checkpoint when
   the script passes none (:mod:`sagemaker_tc.checkpoints`).
-- :func:`begin`: tell the session; the report then carries ``resumed_from`` (step, checkpoint,
+- :func:`begin`: what the session keeps (:meth:`~sagemaker_tc.compiler.session.CompilerSession.resume_from`);
+  the report then carries ``resumed_from`` (step, checkpoint,
   ``steps_lost``), and ``plan="auto"`` takes the interrupted job's decision
   (``plan_decision.source: "resumed"``) instead of measuring eager and trial steps again.
 - :func:`sagemaker_tc.checkpoints.save_plan`: what the session saves into each checkpoint for that.
@@ -63,25 +64,27 @@ def trainer_state_problem(checkpoint: Path) -> str | None:
     return None
 
 
-def begin(session: Any, checkpoint: Path) -> dict[str, Any]:
-    """Record that ``session``'s job resumes from ``checkpoint`` (before the model is attached) and hand
-    the saved plan decision to its runtime. Returns the report's ``resumed_from``:
-    ``{"checkpoint", "step", "steps_lost"}`` (``steps_lost``: optimizer steps the interrupted job
-    finished after this checkpoint, None when it recorded none)."""
+def begin(checkpoint: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A job resumes from ``checkpoint``: log it, and read what the session keeps
+    (:meth:`~sagemaker_tc.compiler.session.CompilerSession.resume_from`).
+
+    Returns:
+        ``(resumed_from, saved plan)``: the report's ``resumed_from``, ``{"checkpoint", "step",
+        "steps_lost"}`` (``steps_lost``: optimizer steps the interrupted job finished after this
+        checkpoint, None when it recorded none); and :func:`saved_plan` of the checkpoint (None when
+        it has none the job can take).
+    """
     step = checkpoints.step_of(checkpoint)
     lost = checkpoints.steps_lost(checkpoint.parent, step) if step is not None else None
     resumed = {"checkpoint": str(checkpoint), "step": step, "steps_lost": lost}
-    session.resumed_from = resumed
     saved = saved_plan(checkpoint)
-    if saved is not None:
-        session.runtime.resumed_decision = saved
     logger.info(
         "RESUMING from %s (step %s%s)",
         checkpoint,
         step,
         f"; the interrupted job had run {lost} more step(s) after it, lost" if lost else "",
     )
-    return resumed
+    return resumed, saved
 
 
 REQUESTED_PLANS = ("auto", *COMPILED_PLANS)  # TrainingCompilerConfig.plan's values

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _hf_internals
-from sagemaker_tc.compiler import known_wrong, planner, sharding
+from sagemaker_tc.compiler import history, known_wrong, planner, sharding
 from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls, decide, expected_graphs
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
@@ -98,7 +98,7 @@ class CompilerRuntime:
         self.evaluation = EvaluationCalls(device=lambda: self.model_device)  # eager unless compiling it pays
         self._compiled_calls = [0]  # compiled calls under way (GuardedCall.running)
         self._skipped_counters: list[StepPlanOptimizer] = []
-        self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file
+        self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file (resume_with)
         self._call = threading.local()  # per call: ``bucketed``, the model call's shapes (_static_shapes)
         self._unbucketed_shapes: dict[str, set[tuple]] = {}  # plan -> distinct unbucketed training shapes
 
@@ -163,6 +163,18 @@ class CompilerRuntime:
                 self.schedule.resume(self.resumed_decision, planner.auto_candidates(self.device))
         self._activate(self._effective(self.schedule.first_plan(self.active)))
         return plan
+
+    def history_entry(self, cache_state: str) -> dict[str, Any]:
+        """What this job measured of its plans, for the next job with the same workload
+        (:func:`sagemaker_tc.compiler.history.job_entry`; ``cache_state`` ``"cold"`` or ``"warm"``)."""
+        return history.job_entry(
+            self.trials(), list(self.failures), self.eager_step_seconds(), self.final_label(), cache_state
+        )
+
+    def resume_with(self, saved: dict[str, Any]) -> None:
+        """Take an interrupted job's plan file (:func:`sagemaker_tc.compiler.resume.saved_plan`): the
+        schedule made at the first :meth:`attach` starts from its decision instead of new trials."""
+        self.resumed_decision = saved
 
     def add_model_call_listener(self, listener: Any) -> Callable[[], None]:
         """Call ``listener(module, args, kwargs)`` before each call of an attached model (outside any

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sagemaker_tc import _internals, contract
-from sagemaker_tc.compiler import backward, history
+from sagemaker_tc.compiler import backward, history, resume
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, dynamo_mark
-from sagemaker_tc.compiler.facts import job_facts
+from sagemaker_tc.compiler.facts import SessionValues, job_facts
 from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
 from sagemaker_tc.compiler.runtime import CompilerRuntime
@@ -44,7 +44,6 @@ from sagemaker_tc.errors import SessionStateError
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.job_cache import JobCache
     from sagemaker_tc.compiler.regions import CompilePlan
-    from sagemaker_tc.integrations.pytorch import StepWatcher
 
 logger = logging.getLogger("sagemaker_tc.session")
 
@@ -133,11 +132,9 @@ class CompilerSession:
         self.integration: str | None = None
         self.plan: CompilePlan | None = None
         self.batch_tuning: BatchTuning | None = None
-        self.step_watcher: StepWatcher | None = None  # the plain-loop integration's (compile_model)
         self.stop: StopSignal | None = None  # a job launcher's: SIGTERM stops at a step boundary
-        self.resumed_from: dict[str, Any] | None = None  # set by compiler.resume.begin
+        self.resumed_from: dict[str, Any] | None = None  # set by resume_from
         self.script_outcome: str | None = None  # a job launcher's: "finished" or "failed", set before close
-        self.progress_recorded_at: float | None = None  # a Trainer job's last progress record (monotonic s)
         self.state = "new"
         self._undo: list[Callable[[], None]] = []
         self.limits = DynamoLimits()
@@ -202,9 +199,10 @@ class CompilerSession:
     def setup(self) -> Iterator[CompilerSession]:
         """An integration's setup (``compile_model``), all or nothing: when the block raises, every
         undo it added with :meth:`add_cleanup` runs (last added first) and the session's
-        ``integration``, ``step_watcher`` and ``plan`` are put back, so the next call starts from the
-        session as it was (:meth:`attach` puts the runtime back itself)."""
-        mark, kept = len(self._undo), (self.integration, self.step_watcher, self.plan)
+        ``integration`` and ``plan`` are put back, so the next call starts from the session as it was
+        (:meth:`attach` puts the runtime back itself; an integration's own per-session state is undone
+        by the cleanup it added)."""
+        mark, kept = len(self._undo), (self.integration, self.plan)
         try:
             yield self
         except BaseException:
@@ -213,7 +211,7 @@ class CompilerSession:
                     self._undo.pop()()
                 except Exception:  # undoing one hook must not keep the others in place
                     logger.exception("Could not undo a compiler hook")
-            self.integration, self.step_watcher, self.plan = kept
+            self.integration, self.plan = kept
             raise
 
     def close(self) -> dict[str, Any] | None:
@@ -275,17 +273,23 @@ class CompilerSession:
     def _history_folder(self) -> Path | None:
         return self.job_cache.cache.inductor_dir if self.job_cache is not None else None
 
+    def _workload_key(self) -> history.WorkloadKey | None:
+        runtime = self.runtime
+        return history.workload_key(
+            runtime.first_model(), runtime.device_name, self.timer.records, world_size(self.environ)
+        )
+
     def _plan_history(self) -> dict[str, Any]:
-        key = history.workload_key(self.runtime, self.timer.records, world_size(self.environ))
+        key = self._workload_key()
         return history.read(self._history_folder(), key).get("plans", {}) if key is not None else {}
 
     def _record_history(self) -> None:
         """Keep what this job measured for the next job with the same workload (in the cache)."""
-        key = history.workload_key(self.runtime, self.timer.records, world_size(self.environ))
+        key = self._workload_key()
         if key is None or self.job_cache is None or self.runtime.config is None:
             return
         warm = self.job_cache.outcome.get("state") == "warm"
-        history.write(self._history_folder(), key, history.job_entry(self.runtime, "warm" if warm else "cold"))
+        history.write(self._history_folder(), key, self.runtime.history_entry("warm" if warm else "cold"))
 
     def use_buckets(self, buckets: list[int]) -> BucketStats:
         """A bucketing collator joins: training runs static graphs from now on, and dynamo's
@@ -351,6 +355,63 @@ class CompilerSession:
 
         return isinstance(self.runtime, XlaRuntime) and self.runtime.pad_batches_on_host(loader)
 
+    def join(self, integration: str, *, first_only: bool = False) -> None:
+        """Record the integration that drives the job (``"transformers"``, ``"pytorch"``) for the
+        report; with ``first_only``, only when none has joined yet."""
+        if not (first_only and self.integration is not None):
+            self.integration = integration
+
+    def auto_plans(self) -> list[str]:
+        """The plans ``plan="auto"`` may try for the attached models (the log line names them)."""
+        return self.runtime.auto_plans()
+
+    @property
+    def pads_training_batches(self) -> bool:
+        """True while the plan that runs pads training batches to buckets (a compiled plan; eager never pads)."""
+        return self.runtime.pads_training_batches
+
+    def record_batch_tuning(self, decision: BatchTuning) -> None:
+        """Keep a batch-size decision for the report's ``batch_tuning``."""
+        self.batch_tuning = decision
+
+    def resume_from(self, checkpoint: Path) -> dict[str, Any]:
+        """The job resumes from ``checkpoint`` (before the model is attached): the report says
+        ``resumed_from``, and ``plan="auto"`` runs the decision saved there (:mod:`.resume`).
+
+        Returns:
+            The report's ``resumed_from`` entry.
+        """
+        self.resumed_from, saved = resume.begin(checkpoint)
+        if saved is not None:
+            self.runtime.resume_with(saved)
+        return self.resumed_from
+
+    def plan_record(self) -> tuple[str, dict[str, Any] | None]:
+        """``(requested plan, plan="auto"'s decision or None)``: what a checkpoint keeps of the plan
+        (:func:`sagemaker_tc.checkpoints.save_plan`)."""
+        runtime = self.runtime
+        requested = runtime.config.plan if runtime.config is not None else self.config.plan
+        return requested, runtime.decision
+
+    # -- stopping: a job launcher's SIGTERM --------------------------------------------------------------
+    def install_stop_signal(self) -> None:
+        """Handle SIGTERM until :meth:`close`: the job stops at an optimizer-step boundary
+        (:class:`~sagemaker_tc.compiler.stopping.StopSignal`)."""
+        self.stop = StopSignal()
+        self.add_cleanup(self.stop.install())
+
+    def stop_agreed(self, step: int | None = None) -> bool:
+        """True once every rank agreed to stop at optimizer step ``step`` (default: the steps timed so
+        far); a collective in a multi-process job. Always False without :meth:`install_stop_signal`."""
+        if self.stop is None:
+            return False
+        return self.stop.agreed(len(self.timer.records) if step is None else step)
+
+    def set_script_outcome(self, outcome: str) -> None:
+        """How the user's script ended (``"finished"``, ``"failed"``), before :meth:`close`: the report's
+        ``fallback_reason`` for a script that failed before it attached a model."""
+        self.script_outcome = outcome
+
     # -- steps: an integration marks each optimizer step --------------------------------------------
     @property
     def step_open(self) -> bool:
@@ -374,7 +435,20 @@ class CompilerSession:
     def report(self) -> dict[str, Any]:
         """The report (``report.json``'s fields) as of now (:func:`~sagemaker_tc.compiler.facts.job_facts`;
         dynamo's counts start at :meth:`open`); waits for steps still on the GPU."""
-        return build_report(self.config, job_facts(self))
+        values = SessionValues(
+            records=self.timer.flush(),
+            compiles_in_steps=self.timer.compiles_in_steps,
+            regional_plan=self.plan.regional if self.plan is not None else None,
+            integration=self.integration,
+            resumed_from=self.resumed_from,
+            shapes=self.buckets.summary(),
+            recompile_limit_hits=list(self.watch.recompile_limit_hits),
+            cache_outcome=self.job_cache.outcome if self.job_cache is not None else None,
+            batch_tuning=self.batch_tuning.to_dict() if self.batch_tuning is not None else None,
+            script_outcome=self.script_outcome,
+            world=world_size(self.environ),
+        )
+        return build_report(self.config, job_facts(self.config, self.runtime, values))
 
     def _finish(self) -> dict[str, Any] | None:
         """Save the cache, write the report (and the debug files), print the metric lines."""

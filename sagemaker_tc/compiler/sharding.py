@@ -29,17 +29,13 @@ refuses FSDP2 on gloo there with :class:`~sagemaker_tc.errors.GlooAveragingError
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler.plans import plan_modules
-from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.errors import GlooAveragingError, ShardingOrderWarning
 from sagemaker_tc.warn import warn_user
-
-if TYPE_CHECKING:
-    from sagemaker_tc.compiler.session import CompilerSession
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
@@ -112,16 +108,23 @@ def check_gloo_averaging(model: Any) -> None:
         )
 
 
-def on_attach(session: CompilerSession, model: Any) -> None:
-    """A model joins ``session``: if it is sharded already, check gloo now (and warn, from
-    ``compile_model``, that ``fully_shard`` came first); else check at its first training call,
-    after the script's ``fully_shard``.
+def on_attach(
+    model: Any,
+    plan: str | None,
+    *,
+    listen: Callable[[Callable[[Any, tuple, dict], None]], None],
+    warn_order: bool,
+) -> None:
+    """A model joins a session compiled by ``plan`` (None: not compiled): if it is sharded already,
+    check gloo now (and, with ``warn_order``, warn that ``fully_shard`` came before ``compile_model``);
+    else check at its first training call, after the script's ``fully_shard``, heard through
+    ``listen`` (the session's ``add_model_call_listener``).
 
     Raises:
         GlooAveragingError: see :func:`check_gloo_averaging`.
     """
     if fsdp2_units(model):
-        if session.integration == "pytorch":
+        if warn_order:
             warn_user(
                 f"compile_model got {type(model).__name__} already sharded by fully_shard: it trains the same, "
                 "but the documented order is compile_model(model) first, then fully_shard on each block, then "
@@ -129,7 +132,7 @@ def on_attach(session: CompilerSession, model: Any) -> None:
                 ShardingOrderWarning,
             )
         check_gloo_averaging(model)
-        _note_plan(session)
+        _note_plan(plan)
         return
     checked: list[bool] = []
 
@@ -139,9 +142,9 @@ def on_attach(session: CompilerSession, model: Any) -> None:
         checked.append(True)
         check_gloo_averaging(module)
         if fsdp2_units(module):
-            _note_plan(session)
+            _note_plan(plan)
 
-    session.add_model_call_listener(first_training_call)
+    listen(first_training_call)
 
 
 def note_trainer_fsdp(args: Any, model: Any) -> bool:
@@ -160,10 +163,9 @@ def note_trainer_fsdp(args: Any, model: Any) -> bool:
     return True
 
 
-def _note_plan(session: CompilerSession) -> None:
+def _note_plan(plan: str | None) -> None:
     """Say once, in the log, that an explicit plan across FSDP2 units breaks its graph at each unit."""
-    plan = session.runtime.config.plan if session.runtime.config is not None else None
-    if plan in ("model", "step") and session.runtime.config.compiles:
+    if plan in ("model", "step"):
         logger.warning(
             "plan=%r on an FSDP2 model: its graph breaks at every fully_shard unit (FSDP2's hooks are not "
             "compiled); plan='regional' compiles each block between them",
@@ -171,8 +173,9 @@ def _note_plan(session: CompilerSession) -> None:
         )
 
 
-def report_section(session: CompilerSession) -> dict[str, Any] | None:
-    """The report's ``distributed`` section, None before any model was attached::
+def report_section(models: list[Any], final_plan: str, world: int) -> dict[str, Any] | None:
+    """The report's ``distributed`` section for the attached ``models`` (None when there are none),
+    trained to the end under ``final_plan`` by ``world`` processes::
 
         {"strategy": "fsdp2" | "ddp" | None, "world_size": 2, "units_sharded": 3,
          "reshard_after_forward": True | False | "mixed" | None, "activation_checkpointing": False,
@@ -185,12 +188,9 @@ def report_section(session: CompilerSession) -> dict[str, Any] | None:
     module that contains it), else ``"eager"`` (under ``regional`` the root's own code: embeddings,
     final norm, head, loss).
     """
-    runtime = session.runtime
-    models = runtime.attached_models()
     if not models:
         return None
-    final = runtime.final_label()
-    world = world_size(session.environ)
+    final = final_plan
     units = []
     for model in models:
         compiled = plan_modules(model, final) if final != "eager" else []

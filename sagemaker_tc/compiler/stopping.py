@@ -124,10 +124,3 @@ def _any_rank(flag: bool) -> bool:
     value = torch.tensor([1 if flag else 0], dtype=torch.int32)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value[0])
-
-
-def install_for(session: Any) -> None:
-    """Give a job launcher's ``session`` its :class:`StopSignal` (``session.stop``), handling SIGTERM
-    until the session closes."""
-    session.stop = StopSignal()
-    session.add_cleanup(session.stop.install())

@@ -50,7 +50,6 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from sagemaker_tc import contract, scratch
-from sagemaker_tc.compiler import stopping
 from sagemaker_tc.compiler.job_cache import JobCache, private_inductor_dir
 from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
 from sagemaker_tc.config import TrainingCompilerConfig
@@ -141,12 +140,13 @@ TRAINER_MODULE = "transformers.trainer"
 def open_session(
     config: TrainingCompilerConfig, environ: MutableMapping[str, str], job_cache: JobCache | None
 ) -> CompilerSession:
-    """The job process's compiler session, open, with its SIGTERM handler (:mod:`.stopping`) and the
-    ``Trainer`` callback (added once the script imports ``transformers.trainer``); undone at close."""
+    """The job process's compiler session, open, with its SIGTERM handler
+    (:mod:`sagemaker_tc.compiler.stopping`) and the ``Trainer`` callback (added once the script imports
+    ``transformers.trainer``); undone at close."""
     session = CompilerSession(config, environ=environ, writes_report=True, job_cache=job_cache).open()
     if importlib.util.find_spec("torch") is not None:
         try:
-            stopping.install_for(session)
+            session.install_stop_signal()
             session.add_cleanup(when_imported(TRAINER_MODULE, lambda _module: _add_trainer_callback(session)))
         except BaseException:
             session.close()
@@ -265,7 +265,7 @@ def _end_script(watch: _JobWatch | None, session: CompilerSession | None, outcom
         watch.script_ended(outcome)
     try:
         if session is not None:
-            session.script_outcome = outcome  # the report's fallback_reason for a script that failed early
+            session.set_script_outcome(outcome)  # the report's fallback_reason for a script that failed early
             session.close()
     finally:
         if watch is not None:

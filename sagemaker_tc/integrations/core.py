@@ -43,6 +43,7 @@ def prepare_model(
     measure_calls: bool = False,
     moves_batches: bool = False,
     train_dataloader: Any = None,
+    warn_shard_order: bool = False,
 ) -> CompilePlan | None:
     """Set ``model`` up in ``session`` by ``config`` (default the session's), the same for every
     integration (module docstring), and log what is compiled.
@@ -56,6 +57,8 @@ def prepare_model(
             model's call (a ``Trainer``'s): with ``backend="xla"`` training batches are then padded
             in ``train_dataloader``'s collate function, on the host; otherwise at the model's call.
         train_dataloader: that dataloader (None: not known).
+        warn_shard_order: warn when ``model`` is FSDP2-sharded already (``compile_model`` documents
+            compiling before ``fully_shard``; a ``Trainer`` shards first by design).
 
     Returns:
         What the configured plan compiles, or None when the model was not attached.
@@ -72,7 +75,12 @@ def prepare_model(
         _train_without_kv_cache(session, model)
     plan = session.attach(model, config) if config.compiles or measure_calls else None
     if plan is not None:
-        sharding.on_attach(session, model)  # FSDP2: the gloo check, the order warning
+        sharding.on_attach(  # FSDP2: the gloo check, the order warning
+            model,
+            config.plan if config.compiles else None,
+            listen=session.add_model_call_listener,
+            warn_order=warn_shard_order,
+        )
     name = type(model).__name__
     if plan is None or not config.compiles:
         logger.info("Compiler off for %s (enabled=%s, backend=%s)", name, config.enabled, config.backend)
@@ -86,7 +94,7 @@ def prepare_model(
             config.policy,
         )
     else:
-        tries = session.runtime.auto_plans() if config.plan == "auto" else None
+        tries = session.auto_plans() if config.plan == "auto" else None
         shown = describe(config.plan, plan.regional, plan.block_class, plan.num_regions, tries)
         logger.info("Compiler for %s with %s: %s; policy %s", name, config.backend, shown, config.policy)
     return plan

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.compiler.session import CompilerSession, current_session, session_for
@@ -31,11 +32,14 @@ class StepWatcher:
     """A step runs from the first training-mode forward after an optimizer step to the next
     optimizer step; its samples are the batch sizes of the forwards in between.
 
-    One per session: it hears every call of the models the runtime attached (outside any compiled
-    graph) and every ``optimizer.step()`` through one global optimizer step hook, removed when the
-    session closes. The hook is never traced: a compiled optimizer update runs it eagerly after the
-    graph.
+    One per session (kept here, by session: the session does not know the plain-loop integration):
+    it hears every call of the models the session attached (outside any compiled graph) and every
+    ``optimizer.step()`` through one global optimizer step hook, removed when the session closes (or
+    when a failed ``compile_model`` setup is undone). The hook is never traced: a compiled optimizer
+    update runs it eagerly after the graph.
     """
+
+    _of_session: weakref.WeakKeyDictionary[CompilerSession, StepWatcher] = weakref.WeakKeyDictionary()
 
     def __init__(self, session: CompilerSession) -> None:
         self.session = session
@@ -44,18 +48,23 @@ class StepWatcher:
 
     @classmethod
     def of(cls, session: CompilerSession) -> StepWatcher:
-        """The session's watcher (``session.step_watcher``); the first call installs the global
-        optimizer step hook."""
-        watcher = session.step_watcher
+        """The session's watcher; the first call installs the global optimizer step hook."""
+        watcher = cls._of_session.get(session)
         if watcher is None:
             import torch
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
-            watcher = session.step_watcher = cls(session)
+            watcher = cls._of_session[session] = cls(session)
+            session.add_cleanup(lambda: cls._of_session.pop(session, None))
             hook = torch.compiler.disable(watcher.on_optimizer_step)
             session.add_cleanup(register_optimizer_step_post_hook(hook).remove)
             session.add_model_call_listener(watcher.on_forward)
         return watcher
+
+    @classmethod
+    def watching(cls, session: CompilerSession) -> bool:
+        """True when ``session`` has a step watcher (``compile_model`` set one up, not undone)."""
+        return session in cls._of_session
 
     def on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
         """Before a model call: the first training forward after an optimizer step begins a step."""
@@ -160,9 +169,16 @@ def _compile(
     """:func:`compile_model`'s work in ``session`` (arguments checked): the step watcher, then the
     integrations' common setup (:func:`sagemaker_tc.integrations.core.prepare_model`)."""
     config = config or session.config
-    session.integration = session.integration or "pytorch"
+    session.join("pytorch", first_only=True)
     StepWatcher.of(session)
-    prepare_model(session, model, config, job_length=(config.expected_steps, "expected_steps"), measure_calls=True)
+    prepare_model(
+        session,
+        model,
+        config,
+        job_length=(config.expected_steps, "expected_steps"),
+        measure_calls=True,
+        warn_shard_order=session.integration == "pytorch",
+    )
     return model
 
 
@@ -174,9 +190,7 @@ def stop_requested() -> bool:
     stops at the same step (:mod:`sagemaker_tc.compiler.stopping`). Always False outside a job's
     launcher (no SIGTERM handler is installed there)."""
     session = current_session()
-    if session is None or session.stop is None:
-        return False
-    return session.stop.agreed(len(session.timer.records))
+    return session is not None and session.stop_agreed()
 
 
 def resume_from(checkpoint: str) -> None:
@@ -193,8 +207,6 @@ def resume_from(checkpoint: str) -> None:
     """
     from pathlib import Path
 
-    from sagemaker_tc.compiler import resume
-
     if not isinstance(checkpoint, (str, os.PathLike)) or not str(checkpoint).strip() or not Path(checkpoint).is_dir():
         raise CheckpointArgumentError(
             f"resume_from({checkpoint!r}): give the path of an existing checkpoint folder, such as "
@@ -203,4 +215,4 @@ def resume_from(checkpoint: str) -> None:
     session = current_session()
     if session is None:
         raise ModelArgumentError("resume_from() needs the job's compiler session: call it inside a sagemaker-tc job")
-    resume.begin(session, Path(checkpoint))
+    session.resume_from(Path(checkpoint))

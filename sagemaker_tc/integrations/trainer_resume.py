@@ -27,11 +27,15 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import checkpoints
 from sagemaker_tc.compiler import resume
+
+if TYPE_CHECKING:
+    from sagemaker_tc.compiler.session import CompilerSession
 
 logger = logging.getLogger(__name__)
 
@@ -43,17 +47,25 @@ def _clock() -> float:
     return time.monotonic()
 
 
-def on_step_end(session: Any, args: Any, state: Any, control: Any) -> None:
+@dataclass
+class ProgressClock:
+    """When a ``Trainer`` job last recorded its progress (monotonic seconds; None: never), one per callback."""
+
+    recorded_at: float | None = None
+
+
+def on_step_end(session: CompilerSession, clock: ProgressClock, args: Any, state: Any, control: Any) -> None:
     """After an optimizer step: record progress (rank 0, ``resume="auto"`` only, at most every
-    :data:`PROGRESS_INTERVAL_S`; module docstring) and, when the job is asked to stop, save and stop."""
+    :data:`PROGRESS_INTERVAL_S` by ``clock``; module docstring) and, when the job is asked to stop,
+    save and stop."""
     if session.config.resume == "auto" and state.is_world_process_zero and args.output_dir:
-        now, last = _clock(), session.progress_recorded_at
+        now, last = _clock(), clock.recorded_at
         if last is None or now - last >= PROGRESS_INTERVAL_S:
             checkpoints.record_progress(args.output_dir, state.global_step)
-            session.progress_recorded_at = now
-    if session.stop is None or getattr(args, "enable_jit_checkpoint", False):
+            clock.recorded_at = now
+    if getattr(args, "enable_jit_checkpoint", False):
         return
-    if session.stop.agreed(state.global_step):
+    if session.stop_agreed(state.global_step):
         logger.warning(
             "STOPPING: the job was asked to stop; saving checkpoint-%d in %s and ending training",
             state.global_step,
@@ -63,7 +75,7 @@ def on_step_end(session: Any, args: Any, state: Any, control: Any) -> None:
         control.should_training_stop = True
 
 
-def on_save(session: Any, args: Any, state: Any) -> None:
+def on_save(session: CompilerSession, args: Any, state: Any) -> None:
     """After ``Trainer`` saved ``checkpoint-<global_step>``: the plan file, then the completion marker (rank 0)."""
     if not state.is_world_process_zero or not args.output_dir:
         return
@@ -71,13 +83,13 @@ def on_save(session: Any, args: Any, state: Any) -> None:
     if not checkpoint.is_dir():
         return
     try:
-        checkpoints.save_plan(session, checkpoint)
+        checkpoints.save_plan(checkpoint, *session.plan_record())
         checkpoints.mark_complete(checkpoint, state.global_step)
     except OSError:
         logger.exception("Could not mark %s complete (a resume will skip it)", checkpoint)
 
 
-def install_train_wrapper(session: Any, trainer_class: Any) -> Callable[[], None]:
+def install_train_wrapper(session: CompilerSession, trainer_class: Any) -> Callable[[], None]:
     """Wrap ``trainer_class.train`` (module docstring); returns the undo."""
     original = trainer_class.__dict__["train"]
 
@@ -85,7 +97,7 @@ def install_train_wrapper(session: Any, trainer_class: Any) -> Callable[[], None
     def train(self: Any, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
         checkpoint = resume.checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir, session.config.resume)
         if checkpoint is not None:
-            resume.begin(session, checkpoint)
+            session.resume_from(checkpoint)
             resume_from_checkpoint = str(checkpoint)
         return original(self, resume_from_checkpoint, *args, **kwargs)
 

@@ -111,6 +111,8 @@ def make_callback(session: CompilerSession) -> Any:
     """The ``TrainerCallback`` that compiles and measures for ``session``."""
     from transformers import TrainerCallback
 
+    clock = trainer_resume.ProgressClock()
+
     class CompilerReportCallback(TrainerCallback):
         """Compiles the model at train begin and times each optimizer step for the sagemaker-tc
         report (global batch = per-device batch x gradient accumulation x world size)."""
@@ -126,7 +128,7 @@ def make_callback(session: CompilerSession) -> Any:
         def on_train_begin(
             self, args, state, control, model=None, train_dataloader=None, optimizer=None, lr_scheduler=None, **kwargs
         ):
-            session.integration = "transformers"
+            session.join("transformers")
             if session.batch_tuning is not None:
                 from sagemaker_tc.tuning.trainer import describe_at_train_begin
 
@@ -145,7 +147,7 @@ def make_callback(session: CompilerSession) -> Any:
                 session.track_optimizer(optimizer)
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
             session.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
-            trainer_resume.on_step_end(session, args, state, control)
+            trainer_resume.on_step_end(session, clock, args, state, control)
 
         def on_evaluate(self, args, state, control, **kwargs):
             session.end_evaluation_run()

@@ -207,6 +207,6 @@ def tune_batch_size(
 def record(session: CompilerSession, decision: TuningDecision, *, log: bool = True) -> None:
     """Keep the decision as the session's ``batch_tuning`` (the report's) and log its ``BATCH SIZE
     TUNED`` line (unless ``log`` is False: an update of a decision already logged)."""
-    session.batch_tuning = decision
+    session.record_batch_tuning(decision)
     if log:
         logger.info("%s", decision.log_line())
