@@ -21,7 +21,7 @@ import torch
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig
-from sagemaker_tc.compiler import plans
+from sagemaker_tc.compiler import plan_call
 from sagemaker_tc_bench import suite
 
 CACHE_OPS = {"call_function:cat", "call_function:tensor"}
@@ -84,11 +84,13 @@ def test_model_plan_hands_inductor_the_peers_graphs(name, monkeypatch):
     model = build(name, use_cache=True)  # as a user builds it: the session switches the cache off
     batch = training_batch(model)
     ours: list[Counter] = []
-    real_plan_call = plans.compile_plan_call
+    real_compile_forward = plan_call.compile_forward
     monkeypatch.setattr(
-        plans,
-        "compile_plan_call",
-        lambda tag, budget, **kwargs: real_plan_call(tag, budget, **{**kwargs, "backend": recording_backend(ours)}),
+        plan_call,
+        "compile_forward",
+        lambda tag, budget, **kwargs: real_compile_forward(
+            tag, budget, **{**kwargs, "backend": recording_backend(ours)}
+        ),
     )
     sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="model", buckets=None, baseline_steps=0))
     our_loss = train_step(model, batch)

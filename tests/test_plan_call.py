@@ -18,7 +18,7 @@ from conftest import count_block_hooks, tiny_bert
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig, _internals
-from sagemaker_tc.compiler import plans
+from sagemaker_tc.compiler import plan_call
 from sagemaker_tc.compiler.session import current_session
 from sagemaker_tc.errors import CompiledBackwardError
 
@@ -38,13 +38,13 @@ def batch(seed: int, length: int = 16) -> dict:
 @pytest.fixture
 def plan_backend(monkeypatch):
     """``plan_backend(backend)``: every plan's compiled variants compile with ``backend``."""
-    real_plan_call = plans.compile_plan_call
+    real_compile_forward = plan_call.compile_forward
 
     def use(backend) -> None:
-        def plan_call(tag, budget, **kwargs):
-            return real_plan_call(tag, budget, **{**kwargs, "backend": backend})
+        def compile_forward(tag, budget, **kwargs):
+            return real_compile_forward(tag, budget, **{**kwargs, "backend": backend})
 
-        monkeypatch.setattr(plans, "compile_plan_call", plan_call)
+        monkeypatch.setattr(plan_call, "compile_forward", compile_forward)
 
     use("aot_eager")
     return use
@@ -89,8 +89,8 @@ def test_every_hook_on_every_block_runs_once_per_forward(plan, plan_backend):
 
 def test_each_plan_variant_compiles_a_frame_of_its_own_with_its_own_budget():
     default = _internals.recompile_limit()
-    first = plans.compile_plan_call("first_static", 2, backend="eager", dynamic=False)
-    second = plans.compile_plan_call("second_static", 3, backend="eager", dynamic=False)
+    first = plan_call.compile_forward("first_static", 2, backend="eager", dynamic=False)
+    second = plan_call.compile_forward("second_static", 3, backend="eager", dynamic=False)
     layer = torch.nn.Linear(4, 4)
     for rows in (1, 2, 3, 5):  # four shapes: the first variant's budget of two runs out
         first(layer, torch.ones(rows, 4))

@@ -16,7 +16,7 @@ from conftest import count_block_hooks, tiny_bert
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig
-from sagemaker_tc.compiler import optimizers, planner, plans, runtime
+from sagemaker_tc.compiler import optimizers, plan_call, planner, runtime
 from sagemaker_tc.errors import CompilerError
 
 OVERWRITTEN = (
@@ -60,17 +60,17 @@ def inject_into(monkeypatch):
     """``inject_into(target, backend)``: the compiled callables of plan ``target`` (``"regional"``,
     ``"model"``, ``"step"``; ``"optimizer"``: the step plan's compiled update) compile with
     ``backend``; every other compiled callable with dynamo's ``eager`` backend."""
-    real_plan_call = plans.compile_plan_call
+    real_compile_forward = plan_call.compile_forward
 
     def arm(target: str, backend) -> None:
-        def plan_call(tag, budget, **kwargs):
+        def compile_forward(tag, budget, **kwargs):
             chosen = backend if tag.split("_")[0] == target else "eager"
-            return real_plan_call(tag, budget, **{**kwargs, "backend": chosen})
+            return real_compile_forward(tag, budget, **{**kwargs, "backend": chosen})
 
         def update(function):
             return torch.compile(function, backend=backend if target == "optimizer" else "eager")
 
-        monkeypatch.setattr(plans, "compile_plan_call", plan_call)
+        monkeypatch.setattr(plan_call, "compile_forward", compile_forward)
         monkeypatch.setattr(optimizers, "compile_update", update)
 
     return arm
@@ -127,7 +127,7 @@ def test_a_failure_in_any_compiled_callable_steps_back_and_training_goes_on(inje
 
 
 def test_a_torch_compile_call_that_fails_at_its_first_use_steps_back_too(inject_into):
-    """Plan variants are ``torch.compile``'d at their first call (``plans.PlanVariants``): a
+    """Plan variants are ``torch.compile``'d at their first call (``plan_call.PlanFunctions``): a
     ``torch.compile`` that raises there (here an unknown backend) sits behind the fallback like a
     failing compiled call, and training goes on."""
     inject_into("regional", "no-such-backend")
@@ -393,7 +393,7 @@ def test_a_trial_that_hits_its_limit_anyway_is_invalid_and_never_chosen(
 ):
     inject_into("none", None)
     monkeypatch.setitem(planner.PRIORS, "cpu", {p: planner.Prior(0.0, 0.0, 100.0) for p in planner.COMPILED_PLANS})
-    monkeypatch.setattr(plans, "plan_recompile_budget", lambda regions, buckets: 1 if regions > 1 else 8)
+    monkeypatch.setattr(plan_call, "plan_recompile_budget", lambda regions, buckets: 1 if regions > 1 else 8)
     report = gpt2_loop(tiny_gpt2(), TrainingCompilerConfig(expected_steps=100_000, buckets=None), ALL_PLANS_TRIED)
     trials = {t["plan"]: t for t in report["trials"]}
     assert trials["regional"]["invalid"].startswith("recompile limit hit")
@@ -535,7 +535,7 @@ def test_a_plan_that_hits_its_recompile_limit_ends_instead_of_running_eager_unde
     from sagemaker_tc.compiler.session import current_session
 
     inject_into("none", None)
-    monkeypatch.setattr(plans, "plan_recompile_budget", lambda regions, buckets: 1)
+    monkeypatch.setattr(plan_call, "plan_recompile_budget", lambda regions, buckets: 1)
     model = small_bert()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     config = TrainingCompilerConfig(plan="regional", baseline_steps=0, buckets=None, dynamic=False)

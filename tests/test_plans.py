@@ -311,7 +311,8 @@ def test_auto_buckets_pad_to_at_most_a_fixed_number_of_lengths_over_a_job():
     """Lengths far outside those seen while eager (granularity 8 learned from 12 and 27, then calls
     up to 200 tokens) open at most MAX_LEARNED_BUCKETS static lengths; a call that would open one
     more stays unpadded and unbucketed (the dynamic graph), and a length already in use still pads."""
-    from sagemaker_tc.compiler.shapes import MAX_LEARNED_BUCKETS, BucketStats, ShapePolicy, bucket_count
+    from sagemaker_tc.compiler.plan_call import bucket_count
+    from sagemaker_tc.compiler.shapes import MAX_LEARNED_BUCKETS, BucketStats, ShapePolicy
 
     policy = ShapePolicy("auto", small_bert(), BucketStats())
     policy.apply(batch(12))

@@ -98,7 +98,7 @@ def test_both_integrations_switch_use_cache_off_while_training_and_back_at_close
         with CompilerSession(TrainingCompilerConfig(plan=plan)) as session:
             setup(session, model)
             assert model.config.use_cache is False
-            assert session.plan is not None and session.accumulation == 1
+            assert session.regions is not None and session.accumulation == 1
     assert model.config.use_cache is True  # the session's close set it back
     lines = [r.getMessage() for r in caplog.records if r.name == "sagemaker_tc.integrations"]
     assert lines[0] == (

@@ -190,7 +190,7 @@ class DynamoLimits:
     """Dynamo's process-wide recompile limits, raised for one session and put back by :meth:`restore`.
 
     Each compile plan variant compiles within a budget of its own
-    (:func:`sagemaker_tc.compiler.regions.compile_plan_call`: ``torch.compile(recompile_limit=...,
+    (:func:`sagemaker_tc.compiler.plan_call.compile_forward`: ``torch.compile(recompile_limit=...,
     isolate_recompiles=True)`` on torch 2.13, the limit set for each call before); the accumulated
     limit, a cap on any one code object's compiles over every budget, must still hold them all.
     """

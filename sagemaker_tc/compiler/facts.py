@@ -31,7 +31,7 @@ class SessionValues:
     Attributes:
         records: the step records, flushed (no step still on the GPU).
         compiles_in_steps: training steps during which something compiled.
-        regional_plan: the configured plan compiled per block (a ``CompilePlan``'s ``regional``; None
+        regional_plan: the configured plan compiled per block (a ``CompiledRegions``'s ``regional``; None
             before any attach).
         integration: ``"transformers"``, ``"pytorch"`` or None.
         resumed_from: the report's ``resumed_from`` entry, or None.

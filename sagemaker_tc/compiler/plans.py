@@ -10,16 +10,16 @@
   (``mode="reduce-overhead"``: cudagraph trees) for static shapes in one process only.
 
 Each plan's compiled functions are shared by every module it compiles and have a cache and
-recompile budget of their own (:func:`compile_plan`), so one plan's graphs never make another run
-eagerly.
+recompile budget of their own (:func:`~sagemaker_tc.compiler.plan_call.plan_functions`, where every
+plan's compile call lives), so one plan's graphs never make another run eagerly.
 
 Everything is compiled in place: a plan installs a :class:`GuardedCall` in each module's compiled-call
 slot (the one ``Module.compile()`` fills), which runs the module's hooks eagerly around the compiled
-forward (:mod:`.regions`), so the module objects, their ``state_dict()`` keys and every forward hook
+forward (:mod:`.plan_call`), so the module objects, their ``state_dict()`` keys and every forward hook
 (the user's, and those wrappers add later) stay as they are, and taking a plan out is emptying the
 slots. Only the active plan's slots are filled; an inactive plan costs nothing per call. The compiled
 functions are kept, so a plan switched back in does not compile again; each is ``torch.compile``'d
-only when a call first runs it (:class:`PlanVariants`).
+only when a call first runs it (:class:`~sagemaker_tc.compiler.plan_call.PlanFunctions`).
 
 Wrapping order with DDP/FSDP: call ``compile_model`` on the bare model before wrapping it
 (``DistributedDataParallel(compile_model(model))``); the Hugging Face integration compiles the model
@@ -31,20 +31,14 @@ measured); FSDP1 is not tested.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler import failures, planner
-from sagemaker_tc.compiler.regions import (
-    call_with_forward,
-    compile_kwargs,
-    compile_plan_call,
-    find_repeated_blocks,
-    plan_forward,
-)
-from sagemaker_tc.compiler.shapes import bucket_count, plan_recompile_budget
+from sagemaker_tc.compiler.plan_call import call_with_forward, plan_forward
+from sagemaker_tc.compiler.regions import find_repeated_blocks
 
 if TYPE_CHECKING:
     import torch
@@ -52,12 +46,13 @@ if TYPE_CHECKING:
 
 class GuardedCall:
     """Installed in a module's compiled-call slot: the module's own call, hooks eagerly, with the
-    plan's compiled forward inside (:func:`~sagemaker_tc.compiler.regions.call_with_forward`), and
+    plan's compiled forward inside (:func:`~sagemaker_tc.compiler.plan_call.call_with_forward`), and
     eager fallback.
 
-    ``functions`` are the plan's compiled variants of
-    :func:`~sagemaker_tc.compiler.regions.plan_forward`, shared by every module the plan compiles and
-    called as ``function(module, *args, **kwargs)``: ``"dynamic"`` (varying shapes), ``"static"``
+    ``functions(variant)`` gives the plan's compiled function of that variant of
+    :func:`~sagemaker_tc.compiler.plan_call.plan_forward` (:meth:`.PlanFunctions.compiled`), shared by
+    every module the plan compiles and called as ``function(module, *args, **kwargs)``: ``"dynamic"``
+    (varying shapes), ``"static"``
     (training batches padded to bucket lengths: one graph per bucket) and, where CUDA graphs are
     allowed, ``"captured"``. ``select(module)`` names the variant for this call.
 
@@ -75,7 +70,7 @@ class GuardedCall:
         self,
         module: torch.nn.Module,
         plan: str,
-        functions: Mapping[str, Callable[..., Any]],
+        functions: Callable[[str], Callable[..., Any]],
         select: Callable[[Any], str],
         on_failure: Callable[[str, BaseException], None],
         before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
@@ -129,8 +124,8 @@ class GuardedCall:
         """The compiled call, counted in :attr:`running` while under way (a recompile-limit warning
         logged then is this plan's, not a function the script compiled itself)."""
         self.running[0] += 1
-        try:  # the variant is torch.compile'd at its first lookup (PlanVariants): that may fail too
-            function = self.functions.get(variant) or self.functions["static"]
+        try:  # the variant is torch.compile'd at its first request (PlanFunctions): that may fail too
+            function = self.functions(variant)
             return function(module, *args, **kwargs)
         finally:
             self.running[0] -= 1
@@ -199,7 +194,7 @@ def model_device(model: torch.nn.Module) -> Any:
 def build_slots(
     model: torch.nn.Module,
     plan: str,
-    functions: Mapping[str, Callable[..., Any]],
+    functions: Callable[[str], Callable[..., Any]],
     select: Callable[[Any], str],
     on_failure: Callable[[str, BaseException], None],
     before_model_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
@@ -217,50 +212,6 @@ def build_slots(
         call = GuardedCall(module, plan, functions, select, on_failure, before, on_eval_failure, running)
         slots.calls.append(call)
     return slots
-
-
-class PlanVariants(Mapping):
-    """A plan's compiled variants by name (``dynamic``, ``static``, maybe ``captured``), each
-    ``torch.compile``'d at its first lookup: a plan that never runs costs no ``torch.compile`` call
-    (the first one in a process imports Inductor's compile path: about 1.3 CPU seconds measured on
-    this project's 2-core CI machine, torch 2.13), so a job that stays eager pays nothing for the
-    plans held ready."""
-
-    def __init__(self, plan: str, budget: int, kwargs_by_variant: dict[str, dict[str, Any]]) -> None:
-        self.plan, self.budget = plan, budget
-        self._kwargs = kwargs_by_variant
-        self._compiled: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._compiled:
-            kwargs = self._kwargs[name]  # KeyError for a variant the plan does not have
-            self._compiled[name] = compile_plan_call(f"{self.plan}_{name}", self.budget, **kwargs)
-        return self._compiled[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._kwargs)
-
-    def __len__(self) -> int:
-        return len(self._kwargs)
-
-    def compiled(self) -> list[str]:
-        """The variants compiled so far."""
-        return list(self._compiled)
-
-
-def compile_plan(model: torch.nn.Module, plan: str, config: Any) -> tuple[PlanVariants, int]:
-    """The compiled variants of ``plan`` (each compiled at its first use: :class:`PlanVariants`) and
-    their recompile budget (:func:`~sagemaker_tc.compiler.shapes.plan_recompile_budget`): ``dynamic``
-    and ``static`` without CUDA graphs, and, where the job asked for CUDA graphs on this plan
-    (:func:`~sagemaker_tc.compiler.planner.wants_cuda_graphs`), ``captured``, which the runtime runs
-    only on a CUDA model where torch supports them (never compiled elsewhere)."""
-    kwargs = compile_kwargs(config)
-    budget = plan_recompile_budget(len(plan_modules(model, plan)), bucket_count(config.buckets))
-    plain = {**kwargs, "mode": planner.without_cuda_graphs(kwargs["mode"])}
-    variants = {"dynamic": plain, "static": {**plain, "dynamic": False}}
-    if planner.wants_cuda_graphs(plan, config):
-        variants["captured"] = {**kwargs, "dynamic": False, "mode": kwargs["mode"] or "reduce-overhead"}
-    return PlanVariants(plan, budget, variants), budget
 
 
 def describe(

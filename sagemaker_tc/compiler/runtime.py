@@ -29,17 +29,17 @@ from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls, decide, expected_graphs
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
+from sagemaker_tc.compiler.plan_call import PlanFunctions, plan_functions
 from sagemaker_tc.compiler.plans import (
     PlanSlots,
     build_slots,
-    compile_plan,
     device_of,
     model_device,
     plan_leaf_modules,
     plan_modules,
 )
 from sagemaker_tc.compiler.ranks import process_group_size
-from sagemaker_tc.compiler.regions import CompilePlan
+from sagemaker_tc.compiler.regions import CompiledRegions
 from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy, trim_output
 from sagemaker_tc.compiler.steps import StepTimer
@@ -73,7 +73,7 @@ class CompilerRuntime:
         self.timer = timer
         self._lock = threading.Lock()
         self.config: TrainingCompilerConfig | None = None
-        self.plans: list[CompilePlan] = []
+        self.plans: list[CompiledRegions] = []
         self.attention: str | None = None
         self.shapes: ShapePolicy | None = None
         self.active = planner.EAGER
@@ -91,7 +91,7 @@ class CompilerRuntime:
         self._listeners: list[Any] = []
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
         self._optimizer_plans: dict[int, StepPlanOptimizer] = {}
-        self._functions: dict[str, dict[str, Any]] = {}
+        self._functions: dict[str, PlanFunctions] = {}
         self.recompile_budgets: dict[str, int] = {}
         self.failed = PlanFailures()
         self.eval_eager: set[str] = set()  # plans whose evaluation calls failed compiled: evaluation runs eager
@@ -103,7 +103,7 @@ class CompilerRuntime:
         self._unbucketed_shapes: dict[str, set[tuple]] = {}  # plan -> distinct unbucketed training shapes
 
     # -- setup ---------------------------------------------------------------------------------
-    def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
+    def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
         """Prepare ``model``'s compile plans under ``config`` (compiled lazily, in place) and, on the
         first attach, set the schedule. Returns what the configured plan compiles (``auto``: the
         ``regional`` plan's regions, the cheapest).
@@ -128,7 +128,7 @@ class CompilerRuntime:
             vars(self).update(saved)
             raise
 
-    def _attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompilePlan:
+    def _attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
         self.attention = _hf_internals.attention_implementation(model) or self.attention
         first = self.config is None
         self.config = config
@@ -148,7 +148,7 @@ class CompilerRuntime:
         shown = config.plan if config.plan != "auto" else "regional"
         regions = plan_modules(model, shown)
         regional = shown == "regional" and regions[0] is not model
-        plan = CompilePlan(
+        plan = CompiledRegions(
             regional=regional, block_class=type(regions[0]).__name__ if regional else None, num_regions=len(regions)
         )
         self.plans.append(plan)
@@ -209,7 +209,7 @@ class CompilerRuntime:
         return build_slots(
             model,
             plan,
-            functions,
+            functions.compiled,
             self._variant,
             self.plan_failed,
             self._before_model_call,
@@ -217,11 +217,12 @@ class CompilerRuntime:
             running=self._compiled_calls,
         )
 
-    def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> Mapping[str, Any]:
+    def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanFunctions:
         """The plan's compiled variants, one set per plan for every attached model
-        (:func:`~.plans.compile_plan`)."""
+        (:func:`~.plan_call.plan_functions`)."""
         if plan not in self._functions:
-            self._functions[plan], self.recompile_budgets[plan] = compile_plan(model, plan, config)
+            functions = plan_functions(plan, len(plan_modules(model, plan)), config)
+            self._functions[plan], self.recompile_budgets[plan] = functions, functions.budget
         return self._functions[plan]
 
     # -- per call and per step ----------------------------------------------------------------------

@@ -32,10 +32,11 @@ from sagemaker_tc.compiler import backward, history, resume
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, dynamo_mark
 from sagemaker_tc.compiler.facts import SessionValues, job_facts
+from sagemaker_tc.compiler.plan_call import recompile_limit_for_buckets
 from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
 from sagemaker_tc.compiler.runtime import CompilerRuntime
-from sagemaker_tc.compiler.shapes import BucketStats, recompile_limit_for_buckets
+from sagemaker_tc.compiler.shapes import BucketStats
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.compiler.stopping import StopSignal
 from sagemaker_tc.config import TrainingCompilerConfig
@@ -43,7 +44,7 @@ from sagemaker_tc.errors import SessionStateError
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.job_cache import JobCache
-    from sagemaker_tc.compiler.regions import CompilePlan
+    from sagemaker_tc.compiler.regions import CompiledRegions
 
 logger = logging.getLogger("sagemaker_tc.session")
 
@@ -130,7 +131,7 @@ class CompilerSession:
         self.watch = CompileWatch(self.timer.on_compile, on_limit_hit=self.runtime.recompile_limit_hit)
         self.debug = DebugCapture() if config.debug else None
         self.integration: str | None = None
-        self.plan: CompilePlan | None = None
+        self.regions: CompiledRegions | None = None  # what the configured plan compiles (attach)
         self.batch_tuning: BatchTuning | None = None
         self.stop: StopSignal | None = None  # a job launcher's: SIGTERM stops at a step boundary
         self.resumed_from: dict[str, Any] | None = None  # set by resume_from
@@ -199,10 +200,10 @@ class CompilerSession:
     def setup(self) -> Iterator[CompilerSession]:
         """An integration's setup (``compile_model``), all or nothing: when the block raises, every
         undo it added with :meth:`add_cleanup` runs (last added first) and the session's
-        ``integration`` and ``plan`` are put back, so the next call starts from the session as it was
+        ``integration`` and ``regions`` are put back, so the next call starts from the session as it was
         (:meth:`attach` puts the runtime back itself; an integration's own per-session state is undone
         by the cleanup it added)."""
-        mark, kept = len(self._undo), (self.integration, self.plan)
+        mark, kept = len(self._undo), (self.integration, self.regions)
         try:
             yield self
         except BaseException:
@@ -211,7 +212,7 @@ class CompilerSession:
                     self._undo.pop()()
                 except Exception:  # undoing one hook must not keep the others in place
                     logger.exception("Could not undo a compiler hook")
-            self.integration, self.plan = kept
+            self.integration, self.regions = kept
             raise
 
     def close(self) -> dict[str, Any] | None:
@@ -251,24 +252,24 @@ class CompilerSession:
         return self.environ.get(contract.ENV_RANK, "0") == "0"
 
     # -- what integrations call ----------------------------------------------------------------------
-    def attach(self, model: Any, config: TrainingCompilerConfig | None = None) -> CompilePlan:
+    def attach(self, model: Any, config: TrainingCompilerConfig | None = None) -> CompiledRegions:
         """Prepare ``model``'s compile plans by ``config`` (default the session's) and remember what
         the configured plan compiles. With a compile cache, ``plan="auto"`` starts from what earlier
         jobs measured (:mod:`sagemaker_tc.compiler.history`).
 
         Raises:
-            Exception: whatever the runtime's attach raised; the runtime and the session's plan are
-                then as before the call (:meth:`CompilerRuntime.attach` is all or nothing).
+            Exception: whatever the runtime's attach raised; the runtime and the session's regions
+                are then as before the call (:meth:`CompilerRuntime.attach` is all or nothing).
         """
-        plan = self.runtime.attach(model, config or self.config)
-        self.plan = plan
+        regions = self.runtime.attach(model, config or self.config)
+        self.regions = regions
         if self.runtime.recompile_budgets and _torch_installed():
             self.limits.make_room_for(self.runtime.recompile_budgets)
         schedule = self.runtime.schedule
         if schedule is not None and self.job_cache is not None:
             schedule.workload.warm_cache = self.job_cache.outcome.get("state") == "warm"
             schedule.history_source = self._plan_history
-        return plan
+        return regions
 
     def _history_folder(self) -> Path | None:
         return self.job_cache.cache.inductor_dir if self.job_cache is not None else None
@@ -438,7 +439,7 @@ class CompilerSession:
         values = SessionValues(
             records=self.timer.flush(),
             compiles_in_steps=self.timer.compiles_in_steps,
-            regional_plan=self.plan.regional if self.plan is not None else None,
+            regional_plan=self.regions.regional if self.regions is not None else None,
             integration=self.integration,
             resumed_from=self.resumed_from,
             shapes=self.buckets.summary(),

@@ -518,37 +518,6 @@ def _rows(batch: Mapping[str, Any]) -> int:
     return 0
 
 
-def recompile_limit_for_buckets(count: int, current: int) -> int:
-    """Dynamo's per-function ``recompile_limit`` (default 8) that lets ``count`` bucket graphs, in
-    training and eval mode and for a second block class (e.g. encoder and decoder layers), fit:
-    ``max(current, 8 + 4 * count)``. Bucketing bounds the shapes, so the limit's job (stopping
-    endless recompiles) is done by the buckets."""
-    return max(current, 8 + 4 * count)
-
-
-def bucket_count(setting: list[int] | str | None) -> int:
-    """How many bucket lengths a config's ``buckets`` setting can give: the list's length;
-    ``"auto"``: :data:`MAX_LEARNED_BUCKETS` (the most it pads to), or :func:`auto_buckets` of
-    BERT's 512 where that is more; None: 1 (no buckets)."""
-    if isinstance(setting, list):
-        return max(1, len(setting))
-    if setting == "auto":
-        return max(MAX_LEARNED_BUCKETS, len(auto_buckets(None)))
-    return 1
-
-
-def plan_recompile_budget(regions: int, buckets: int) -> int:
-    """Compiles one variant of one plan may make before dynamo runs it eagerly (its own
-    ``recompile_limit``): ``2 x regions x (buckets + 1)``, at least dynamo's default 8.
-
-    Each region (a block, or the whole model) may need a graph of its own (a block's layer index
-    guarded as a constant: GPT-2 and T5 layers with ``use_cache=True``), for each bucket length plus
-    one dynamic-shape graph, in training and in eval mode. Bucketing bounds the shapes, so the limit's
-    job (stopping endless recompiles) is done by the buckets.
-    """
-    return max(8, 2 * max(1, regions) * (max(1, buckets) + 1))
-
-
 def pad_token_id_for(model: Any) -> int:
     """The model's ``config.pad_token_id`` (Hugging Face), else 0."""
     value = getattr(getattr(model, "config", None), "pad_token_id", None)

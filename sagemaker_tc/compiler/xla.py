@@ -43,7 +43,7 @@ from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.dynamo import DynamoStats
 from sagemaker_tc.compiler.failures import error_summary
 from sagemaker_tc.compiler.ranks import world_size
-from sagemaker_tc.compiler.regions import CompilePlan
+from sagemaker_tc.compiler.regions import CompiledRegions
 from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached
 from sagemaker_tc.compiler.shapes import ShapePolicy
 from sagemaker_tc.config import TrainingCompilerConfig
@@ -140,7 +140,7 @@ class XlaRuntime(CompilerRuntime):
         self._host_copies: list[Callable[[], None]] = []  # each puts a parameter or buffer back on the host
         self._baseline = (0, 0.0, 0)
 
-    def _attach(self, model: Any, config: TrainingCompilerConfig) -> CompilePlan:
+    def _attach(self, model: Any, config: TrainingCompilerConfig) -> CompiledRegions:
         """Put ``model`` on the XLA device (kept there when a ``Trainer`` already put it there) and
         move each call's tensor inputs to it (:meth:`CompilerRuntime.attach` undoes a failed one).
 
@@ -172,7 +172,7 @@ class XlaRuntime(CompilerRuntime):
         self.active = LABEL
         if self.shapes is not None:
             self.shapes.set_padding(True)
-        plan = CompilePlan(regional=False, block_class=None, num_regions=1)
+        plan = CompiledRegions(regional=False, block_class=None, num_regions=1)
         self.plans.append(plan)
         return plan
 

@@ -25,7 +25,7 @@ from sagemaker_tc.compiler import sharding
 from sagemaker_tc.compiler.plans import describe
 
 if TYPE_CHECKING:
-    from sagemaker_tc.compiler.regions import CompilePlan
+    from sagemaker_tc.compiler.regions import CompiledRegions
     from sagemaker_tc.compiler.session import CompilerSession
     from sagemaker_tc.config import TrainingCompilerConfig
 
@@ -44,7 +44,7 @@ def prepare_model(
     moves_batches: bool = False,
     train_dataloader: Any = None,
     warn_shard_order: bool = False,
-) -> CompilePlan | None:
+) -> CompiledRegions | None:
     """Set ``model`` up in ``session`` by ``config`` (default the session's), the same for every
     integration (module docstring), and log what is compiled.
 

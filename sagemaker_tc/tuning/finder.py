@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler.failures import is_out_of_memory
 from sagemaker_tc.compiler.loss import compute_loss
+from sagemaker_tc.compiler.plan_call import compile_forward, compile_kwargs, forward_slot
 from sagemaker_tc.compiler.plans import plan_modules
-from sagemaker_tc.compiler.regions import compile_kwargs, compile_plan_call, forward_slot
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import MemoryBudget, PeakMemory, format_bytes, resolve_budget, tensor_bytes
@@ -127,7 +127,7 @@ def _compiled_regions(model: torch.nn.Module, config: TrainingCompilerConfig) ->
     regions = plan_modules(model, config.plan)
     previous = [_internals.compiled_call(region) for region in regions]
     with _internals.dynamo_state_kept():
-        function = compile_plan_call("batch_size_finder", _internals.recompile_limit(), **kwargs)
+        function = compile_forward("batch_size_finder", _internals.recompile_limit(), **kwargs)
         for region in regions:
             _internals.set_compiled_call(region, forward_slot(region, function))
         try:
