@@ -70,7 +70,7 @@ class JobFacts:
             (:meth:`sagemaker_tc.tuning.decision.TuningDecision.to_dict`), else None.
         resumed_from: the checkpoint the job resumed from (:func:`sagemaker_tc.compiler.resume.begin`:
             ``{"checkpoint", "step", "steps_lost"}``), else None.
-        xla: ``backend="xla"``'s counts (:meth:`sagemaker_tc.compiler.xla.XlaRuntime.compile_stats`),
+        xla: ``backend="xla"``'s counts (:meth:`sagemaker_tc.compiler.xla.XlaBackend.compile_stats`),
             else None.
     """
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,10 +45,12 @@ from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy, trim_output
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import CompilerError
+from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
 
 if TYPE_CHECKING:
     import torch
+
+    from sagemaker_tc.compiler.xla import XlaBackend
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
@@ -66,11 +69,17 @@ class CompilerRuntime:
     Args:
         buckets: the session's bucketing statistics.
         timer: the session's step timer (phases are measured from its records).
+        xla: ``backend="xla"``'s part (:class:`~sagemaker_tc.compiler.xla.XlaBackend`): the model
+            trains on the XLA device, one XLA graph per optimizer step, and the compile plans stay
+            idle (no schedule, no trials); None for every other backend.
     """
 
-    def __init__(self, buckets: BucketStats | None = None, timer: StepTimer | None = None) -> None:
+    def __init__(
+        self, buckets: BucketStats | None = None, timer: StepTimer | None = None, xla: XlaBackend | None = None
+    ) -> None:
         self.buckets = buckets or BucketStats()
         self.timer = timer
+        self.xla = xla
         self._lock = threading.Lock()
         self.config: TrainingCompilerConfig | None = None
         self.plans: list[CompiledRegions] = []
@@ -129,6 +138,8 @@ class CompilerRuntime:
             raise
 
     def _attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
+        if self.xla is not None:
+            return self._attach_xla(self.xla, model, config)
         self.attention = _hf_internals.attention_implementation(model) or self.attention
         first = self.config is None
         self.config = config
@@ -163,6 +174,30 @@ class CompilerRuntime:
                 self.schedule.resume(self.resumed_decision, planner.auto_candidates(self.device))
         self._activate(self._effective(self.schedule.first_plan(self.active)))
         return plan
+
+    def _attach_xla(self, xla: XlaBackend, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
+        """``backend="xla"``: the model on the XLA device, its calls' inputs moved there (padded to
+        buckets first), no compile plans.
+
+        Raises:
+            CompilerError: torch_xla is missing, or the job runs more than one process.
+        """
+        xla.attach(model)
+        self.attention = _hf_internals.attention_implementation(model) or self.attention
+        first = self.config is None
+        self.config = config
+        if first:
+            self.device, self.device_name = xla.label, xla.device_name
+            self.shapes = ShapePolicy(config.buckets, model, self.buckets)
+        attached = _Attached(model, {})
+        self._attached.append(attached)
+        self._set_pre_hook(attached, enabled=True)
+        self.active = xla.label
+        if self.shapes is not None:
+            self.shapes.set_padding(True)
+        regions = CompiledRegions(regional=False, block_class=None, num_regions=1)
+        self.plans.append(regions)
+        return regions
 
     def history_entry(self, cache_state: str) -> dict[str, Any]:
         """What this job measured of its plans, for the next job with the same workload
@@ -248,6 +283,17 @@ class CompilerRuntime:
         return self.active != planner.EAGER
 
     def _before_model_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        xla = self.xla if self.xla is not None and self.active == self.xla.label else None
+        if xla is not None and xla.inputs_on_device(args, kwargs):
+            for listener in self._listeners:
+                listener(module, args, kwargs)
+            return args, kwargs
+        args, kwargs = self._prepare_call(module, args, kwargs)
+        return xla.to_device(args, kwargs) if xla is not None else (args, kwargs)
+
+    def _prepare_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Before a model call, outside any graph: the device's first read, evaluation's timing, the
+        listeners, and the training call's padding to a bucket (noted for the variant it runs)."""
         if module.training and not self._device_seen:
             self._check_device(module)
         if module.training:
@@ -287,8 +333,42 @@ class CompilerRuntime:
         return (new_args, new_kwargs) if new_kwargs is not kwargs or new_args is not args else None
 
     def finish_step(self) -> None:
-        """Right after ``optimizer.step()`` in a plain loop, before the step's end is recorded: nothing
-        to do for Inductor (:class:`~sagemaker_tc.compiler.xla.XlaRuntime` marks the XLA step here)."""
+        """Right after ``optimizer.step()``, before the step's end is recorded: nothing to do for
+        Inductor; ``backend="xla"`` marks the XLA step here (:meth:`.XlaBackend.mark_step`), and a
+        failure there goes to :meth:`xla_failed`. Never waits for the device."""
+        if self.xla is None or self.active != self.xla.label:
+            return
+        try:
+            compiled = self.xla.mark_step()
+        except Exception as error:  # XLA's compile and run errors are RuntimeErrors of many kinds
+            self.xla_failed(error)
+            return
+        if compiled and self.timer is not None:
+            self.timer.on_compile()  # the step's record says it compiled
+
+    def xla_failed(self, error: BaseException) -> None:
+        """The step's graph failed in XLA: back to eager on the host (first step only) or raise.
+
+        Raises:
+            CompilerError: ``policy="strict"``, or a step already ran on the XLA device.
+        """
+        assert self.xla is not None
+        self.fallback_reason = self.xla.failure(error, self.config.policy if self.config is not None else "fallback")
+        self.xla.back_to_host()
+        moved = {id(p) for a in self._attached for p in a.model.parameters()}
+        for optimizer in list(self._optimizers):
+            for parameter in [p for p in optimizer.state if id(p) in moved]:
+                del optimizer.state[parameter]
+        self.active = planner.EAGER
+        if self.shapes is not None:
+            self.shapes.set_padding(False)
+        logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", error_summary(error))
+        warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
+
+    def pad_batches_on_host(self, loader: Any) -> bool:
+        """``backend="xla"``: pad ``loader``'s training batches to the buckets in its collate function,
+        on the host (:meth:`.XlaBackend.pad_on_host`). Returns False when nothing was wrapped."""
+        return self.xla is not None and self.shapes is not None and self.xla.pad_on_host(loader, self.shapes)
 
     def current_label(self) -> str:
         """The plan the next step runs (a step record's label)."""
@@ -324,8 +404,11 @@ class CompilerRuntime:
         """Read the device ``model`` trains on (its parameters'): at its first training call, since a
         plain loop may call ``model.to("cuda")`` after ``compile_model``, and at each decision. The
         planner's priors, ``auto``'s candidates, CUDA graphs, the step timer's events and the ranks'
-        agreement follow it; the report and history name it."""
+        agreement follow it; the report and history name it. ``backend="xla"``: the XLA device the
+        runtime put the model on, nothing to read."""
         self._device_seen = True
+        if self.xla is not None:
+            return
         device, name = device_of(model)
         self.model_device = model_device(model)
         if (device, name) != (self.device, self.device_name):
@@ -626,17 +709,20 @@ class CompilerRuntime:
 
     def compiled_graphs(self) -> DynamoStats:
         """What was compiled, for the report's ``graphs``, ``recompiles`` and graph breaks: dynamo's
-        counts since :attr:`compiles_since` (:class:`~sagemaker_tc.compiler.xla.XlaRuntime`: XLA's)."""
+        counts since :attr:`compiles_since` (``backend="xla"``: XLA's, :meth:`.XlaBackend.compiled_graphs`)."""
+        if self.xla is not None:
+            return self.xla.compiled_graphs(running=self.active == self.xla.label)
         return dynamo_stats(self.compiles_since)
 
     def compile_stats(self) -> dict[str, Any] | None:
-        """The backend's own section of the report: None for Inductor (``xla`` for XLA)."""
-        return None
+        """The backend's own section of the report: None for Inductor, ``xla`` for XLA
+        (:meth:`.XlaBackend.compile_stats`)."""
+        return self.xla.compile_stats(running=self.active == self.xla.label) if self.xla is not None else None
 
     def write_debug(self, folder: Any) -> list[str]:
         """Debug mode: the backend's own debug files into ``folder``; returns their names (none for
         Inductor, whose logs :class:`~sagemaker_tc.compiler.debug.DebugCapture` writes)."""
-        return []
+        return self.xla.write_debug(folder) if self.xla is not None else []
 
     def final_label(self) -> str:
         """The plan the job runs at the end."""

@@ -45,6 +45,7 @@ from sagemaker_tc.errors import SessionStateError
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.job_cache import JobCache
     from sagemaker_tc.compiler.regions import CompiledRegions
+    from sagemaker_tc.compiler.xla import XlaBackend
 
 logger = logging.getLogger("sagemaker_tc.session")
 
@@ -126,7 +127,7 @@ class CompilerSession:
         self.job_cache = job_cache
         self.buckets = BucketStats()
         self.timer = StepTimer(label=lambda: self.runtime.current_label(), device=lambda: self.runtime.model_device)
-        self.runtime = _runtime_class(config)(self.buckets, self.timer)
+        self.runtime = CompilerRuntime(self.buckets, self.timer, xla=_xla_backend(config))
         self.timer.add_step_end_callback(self.runtime.after_step)
         self.watch = CompileWatch(self.timer.on_compile, on_limit_hit=self.runtime.recompile_limit_hit)
         self.debug = DebugCapture() if config.debug else None
@@ -348,13 +349,9 @@ class CompilerSession:
 
     def pad_batches_on_host(self, loader: Any) -> bool:
         """``backend="xla"``: pad ``loader``'s training batches to the buckets in its collate function
-        (:meth:`sagemaker_tc.compiler.xla.XlaRuntime.pad_batches_on_host`). Returns False when nothing
-        was wrapped: another backend, or no DataLoader found."""
-        if not (self.config.compiles and self.config.backend == "xla"):
-            return False
-        from sagemaker_tc.compiler.xla import XlaRuntime
-
-        return isinstance(self.runtime, XlaRuntime) and self.runtime.pad_batches_on_host(loader)
+        (:meth:`sagemaker_tc.compiler.xla.XlaBackend.pad_on_host`). Returns False when nothing was
+        wrapped: another backend, or no DataLoader found."""
+        return self.runtime.pad_batches_on_host(loader)
 
     def join(self, integration: str, *, first_only: bool = False) -> None:
         """Record the integration that drives the job (``"transformers"``, ``"pytorch"``) for the
@@ -470,13 +467,14 @@ class CompilerSession:
             return None
 
 
-def _runtime_class(config: TrainingCompilerConfig) -> type[CompilerRuntime]:
-    """:class:`~sagemaker_tc.compiler.xla.XlaRuntime` for ``backend="xla"``, else :class:`CompilerRuntime`."""
+def _xla_backend(config: TrainingCompilerConfig) -> XlaBackend | None:
+    """:class:`~sagemaker_tc.compiler.xla.XlaBackend` for ``backend="xla"`` (the runtime composes it),
+    else None."""
     if config.compiles and config.backend == "xla":
-        from sagemaker_tc.compiler.xla import XlaRuntime
+        from sagemaker_tc.compiler.xla import XlaBackend
 
-        return XlaRuntime
-    return CompilerRuntime
+        return XlaBackend()
+    return None
 
 
 def _torch_installed() -> bool:

@@ -2,12 +2,12 @@
 
 With torch_xla, tensors on the XLA device record the ops run on them instead of running them; at a
 step mark (``torch_xla.sync()``) the recorded graph is compiled by XLA (once per distinct graph,
-cached by its hash) and run. :class:`XlaRuntime` puts the model on the XLA device, moves each
+cached by its hash) and run. :class:`XlaBackend` puts the model on the XLA device, moves each
 call's tensor inputs there (padded to buckets first, as with Inductor: one graph per bucket), and
 marks the step right after ``optimizer.step()``: one compiled graph per optimizer step (forward,
 backward and update together). A Hugging Face ``Trainer`` places the model and moves each batch
 itself when torch_xla is installed (transformers and accelerate); the runtime then pads the
-training batches in the dataloader, on the host (:meth:`XlaRuntime.pad_batches_on_host`), marks the
+training batches in the dataloader, on the host (:meth:`XlaBackend.pad_on_host`), marks the
 step at ``on_step_end`` and measures.
 
 Why lazy tensors and not dynamo's ``openxla`` backend: measured on PJRT CPU with torch 2.9.0,
@@ -33,21 +33,17 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
 from sagemaker_tc import contract
-from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.dynamo import DynamoStats
 from sagemaker_tc.compiler.failures import error_summary
 from sagemaker_tc.compiler.ranks import world_size
-from sagemaker_tc.compiler.regions import CompiledRegions
-from sagemaker_tc.compiler.runtime import CompilerRuntime, _Attached
 from sagemaker_tc.compiler.shapes import ShapePolicy
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
+from sagemaker_tc.errors import CompilerError
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
@@ -126,23 +122,34 @@ def _metric(name: str) -> tuple[int, float]:
     return (int(data[0]), float(data[1]) / 1e9) if data else (0, 0.0)
 
 
-class XlaRuntime(CompilerRuntime):
-    """The session's runtime for ``backend="xla"`` (module docstring): the model on the XLA device,
-    one XLA graph per optimizer step. The plan machinery of :class:`CompilerRuntime` stays idle
-    (no schedule, no trials); what the report reads has the same names.
+class XlaBackend:
+    """``backend="xla"``'s part of the runtime (module docstring): the model on the XLA device, each
+    call's tensors moved there, one XLA graph marked per optimizer step, XLA's own counts.
+    :class:`~sagemaker_tc.compiler.runtime.CompilerRuntime` composes it for a ``backend="xla"`` session
+    (its compile plans then stay idle: no schedule, no trials) and calls it at attach, at each model
+    call, at each step's end, at a failure and for the report.
+
+    Attributes:
+        label: the step records' variant while steps run on the XLA device.
+        device: the XLA device (None before the first :meth:`attach`).
+        device_name: ``xla:<PJRT device>``, as the log names it.
+        step_graph_compiles: graphs XLA compiled at the step marks.
+        steps_synced: step marks that succeeded.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.xla_device: Any = None
+    label = LABEL
+
+    def __init__(self) -> None:
+        self.device: Any = None
+        self.device_name = f"xla:{DEFAULT_PJRT_DEVICE}"
         self.step_graph_compiles = 0
         self.steps_synced = 0
         self._host_copies: list[Callable[[], None]] = []  # each puts a parameter or buffer back on the host
         self._baseline = (0, 0.0, 0)
 
-    def _attach(self, model: Any, config: TrainingCompilerConfig) -> CompiledRegions:
-        """Put ``model`` on the XLA device (kept there when a ``Trainer`` already put it there) and
-        move each call's tensor inputs to it (:meth:`CompilerRuntime.attach` undoes a failed one).
+    def attach(self, model: Any) -> None:
+        """Put ``model`` on the XLA device (kept there when a ``Trainer`` already put it there),
+        keeping what puts it back on the host until the first step ran.
 
         Raises:
             CompilerError: torch_xla is missing, or the job runs more than one process.
@@ -154,124 +161,93 @@ class XlaRuntime(CompilerRuntime):
                 f"has WORLD_SIZE={world_size()}. Use one process (processes_per_host=1, instance_count=1), or "
                 "backend='inductor' for distributed training"
             )
-        from sagemaker_tc import _hf_internals
-
-        self.attention = _hf_internals.attention_implementation(model) or self.attention
-        first = self.config is None
-        self.config = config
-        if first:
-            self.xla_device = torch_xla.device()
-            self.device, self.device_name = LABEL, f"xla:{os.environ.get(contract.ENV_PJRT_DEVICE, '?')}"
-            self.shapes = ShapePolicy(config.buckets, model, self.buckets)
+        if self.device is None:
+            self.device = torch_xla.device()
+            self.device_name = f"xla:{os.environ.get(contract.ENV_PJRT_DEVICE, '?')}"
             self._baseline = (_counter(_COMPILES), _metric(_COMPILE_TIME)[1], _metric(_EXECUTE_TIME)[0])
         if not _on_xla(model):
-            self._host_copies.extend(_move_to(model, self.xla_device))
-        attached = _Attached(model, {})
-        self._attached.append(attached)
-        self._set_pre_hook(attached, enabled=True)
-        self.active = LABEL
-        if self.shapes is not None:
-            self.shapes.set_padding(True)
-        plan = CompiledRegions(regional=False, block_class=None, num_regions=1)
-        self.plans.append(plan)
-        return plan
+            self._host_copies.extend(_move_to(model, self.device))
 
-    def _check_device(self, model: Any) -> None:
-        """The device is the XLA device this runtime put the model on: nothing to read."""
-        self._device_seen = True
+    @staticmethod
+    def inputs_on_device(args: tuple, kwargs: dict) -> bool:
+        """True when a call's inputs are on the XLA device already (a ``Trainer``'s dataloader moved
+        them): padding them at the call would make the unpadded length a graph input, a new XLA graph
+        per length, so they are padded on the host instead (:meth:`pad_on_host`, or a collator)."""
+        return any(_on_device(v) for v in (*args, *kwargs.values()))
 
-    def _before_model_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        if self.active == LABEL and any(_on_device(v) for v in (*args, *kwargs.values())):
-            # Already on the XLA device (a Trainer's dataloader moved it): padding here would make the
-            # unpadded length a graph input, a new XLA graph per length. Pad on the host instead
-            # (pad_batches_on_host, or a bucketing collator).
-            for listener in self._listeners:
-                listener(module, args, kwargs)
-            return args, kwargs
-        args, kwargs = super()._before_model_call(module, args, kwargs)
-        if self.active != LABEL:
-            return args, kwargs
+    def to_device(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """A call's tensor inputs moved to the XLA device (the others as they are)."""
         return tuple(self._to_device(a) for a in args), {k: self._to_device(v) for k, v in kwargs.items()}
-
-    def pad_batches_on_host(self, dataloader: Any) -> bool:
-        """Pad each batch to its bucket in ``dataloader``'s collate function, on the host, before a
-        ``Trainer``'s dataloader moves it to the XLA device (accelerate's ``MpDeviceLoaderWrapper``
-        around a ``DataLoader``), by the session's shape policy. Returns False when no ``DataLoader``
-        is found inside."""
-        from torch.utils.data import DataLoader
-
-        from sagemaker_tc import _hf_internals
-
-        loader = _hf_internals.innermost_dataloader(dataloader)
-        if not isinstance(loader, DataLoader) or self.shapes is None:
-            return False
-        loader.collate_fn = self.shapes.wrap_collate(loader.collate_fn)
-        return True
 
     def _to_device(self, value: Any) -> Any:
         import torch
 
         if isinstance(value, torch.Tensor) and value.device.type != "xla":
-            return value.to(self.xla_device)
+            return value.to(self.device)
         return value
 
-    def finish_step(self) -> None:
-        """Mark the step (right after ``optimizer.step()``): XLA compiles the step's graph when it is new
-        and runs it. Nothing waits for the device. A failure goes to :meth:`compiler_failed`."""
-        if self.active != LABEL:
-            return
+    @staticmethod
+    def pad_on_host(dataloader: Any, shapes: ShapePolicy) -> bool:
+        """Pad each batch to its bucket in ``dataloader``'s collate function, on the host, before a
+        ``Trainer``'s dataloader moves it to the XLA device (accelerate's ``MpDeviceLoaderWrapper``
+        around a ``DataLoader``), by ``shapes``. Returns False when no ``DataLoader`` is found inside."""
+        from torch.utils.data import DataLoader
+
+        from sagemaker_tc import _hf_internals
+
+        loader = _hf_internals.innermost_dataloader(dataloader)
+        if not isinstance(loader, DataLoader):
+            return False
+        loader.collate_fn = shapes.wrap_collate(loader.collate_fn)
+        return True
+
+    def mark_step(self) -> int:
+        """Mark the step (right after ``optimizer.step()``): XLA compiles the step's graph when it is
+        new and runs it; nothing waits for the device. Returns the graphs XLA compiled for it.
+
+        Raises:
+            Exception: XLA's compile or run error (``RuntimeError`` of many kinds).
+        """
         import torch_xla
 
         before = _counter(_COMPILES)
-        try:
-            torch_xla.sync()
-        except Exception as error:  # XLA's compile and run errors are RuntimeErrors of many kinds
-            self.compiler_failed(error)
-            return
+        torch_xla.sync()
         compiled = _counter(_COMPILES) - before
         self.step_graph_compiles += compiled
-        if compiled and self.timer is not None:
-            self.timer.on_compile()  # the step's record says it compiled
         self.steps_synced += 1
         self._host_copies.clear()  # the weights are the device's now: no way back
+        return compiled
 
-    def compiler_failed(self, error: BaseException) -> None:
-        """The step's graph failed in XLA: fall back to eager on the host (first step only) or raise.
+    def failure(self, error: BaseException, policy: str) -> str:
+        """The reason to fall back to eager on the host after the step's graph failed with ``error``:
+        only at the first step, under ``policy="fallback"``.
 
         Raises:
             CompilerError: ``policy="strict"``, or a step already ran on the XLA device.
         """
         reason = error_summary(error)
-        if self.config is not None and self.config.policy == "strict":
+        if policy == "strict":
             raise CompilerError(f"XLA failed and policy='strict' does not fall back: {reason}") from error
         if not self._host_copies:
             raise CompilerError(
                 f"XLA failed after {self.steps_synced} step(s) ran on the XLA device, where the weights now live, so "
                 f"the job cannot continue eager from them: {reason}"
             ) from error
-        self._back_to_host()
-        self.fallback_reason = (
+        return (
             "XLA failed at the first step's graph; training continues eager on the CPU from the weights before "
             f"that step (its update was not applied): {reason}"
         )
-        logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", reason)
-        warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
 
-    def _back_to_host(self) -> None:
+    def back_to_host(self) -> None:
+        """Put every moved parameter and buffer back on the host as it was before the first step."""
         for put_back in self._host_copies:
             put_back()
-        moved = {id(p) for a in self._attached for p in a.model.parameters()}
-        for optimizer in list(self._optimizers):
-            for parameter in [p for p in optimizer.state if id(p) in moved]:
-                del optimizer.state[parameter]
         self._host_copies.clear()
-        self.active = planner.EAGER
-        if self.shapes is not None:
-            self.shapes.set_padding(False)
 
     # -- what the report reads -------------------------------------------------------------------
-    def compile_stats(self) -> dict[str, Any] | None:
-        """What XLA did since the first attach (waits for the graphs still running: report time only).
+    def compile_stats(self, running: bool) -> dict[str, Any] | None:
+        """What XLA did since the first attach; while steps still run on the device (``running``),
+        waits for the graphs under way (report time only).
 
         Returns:
             ``device`` (``xla:<PJRT device>``); ``compiles``: graphs XLA compiled (every graph: the
@@ -279,14 +255,15 @@ class XlaRuntime(CompilerRuntime):
             ``compile_seconds``: XLA's compile time, seconds; ``step_graph_compiles``: graphs compiled
             at the step marks; ``recompiles``: ``step_graph_compiles`` beyond the first (a new bucket,
             and the first steady step after the update that created the optimizer's state);
-            ``executions``: graphs run; ``steps_synced``: step marks that succeeded.
+            ``executions``: graphs run; ``steps_synced``: step marks that succeeded. None before
+            the first :meth:`attach`.
         """
-        if self.xla_device is None:
+        if self.device is None:
             return None
         import torch_xla
         import torch_xla.core.xla_model as xm
 
-        if self.active == LABEL:
+        if running:
             torch_xla.sync()
             xm.wait_device_ops()
         compiles0, seconds0, executions0 = self._baseline
@@ -300,10 +277,10 @@ class XlaRuntime(CompilerRuntime):
             "steps_synced": self.steps_synced,
         }
 
-    def compiled_graphs(self) -> DynamoStats:
+    def compiled_graphs(self, running: bool) -> DynamoStats:
         """The report's compile counts from XLA: ``graphs`` = graphs XLA compiled, ``recompiles`` =
         step-graph recompiles, no graph breaks (lazy tensors trace whatever runs)."""
-        stats = self.compile_stats() or {}
+        stats = self.compile_stats(running) or {}
         return DynamoStats(
             graphs=int(stats.get("compiles", 0)),
             frames_compiled=int(stats.get("step_graph_compiles", 0)),
@@ -316,7 +293,7 @@ class XlaRuntime(CompilerRuntime):
         ``folder/xla-hlo`` (:func:`prepare_environment`) only the HLO text of each compiled graph,
         before and after XLA's optimizations (the CPU backend also dumps LLVM IR and MLIR for every
         fused kernel: about 500 files per graph). Returns the names written."""
-        if self.xla_device is None:
+        if self.device is None:
             return []
         import torch_xla.debug.metrics as metrics
 
