@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sagemaker_tc import contract
 
 if TYPE_CHECKING:
-    from sagemaker_tc_bench.runner import BenchOptions
+    from sagemaker_tc_bench.options import BenchOptions
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,10 @@ from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import format_bytes
 from sagemaker_tc_bench import hardware
 from sagemaker_tc_bench.data import tokenize_sst2
+from sagemaker_tc_bench.options import BenchOptions
 from sagemaker_tc_bench.processes import budget_timeout, run_cell
 from sagemaker_tc_bench.report import INCOMPLETE_NOTE, dash_or, replace_file
-from sagemaker_tc_bench.runner import BenchOptions, resolve_options
+from sagemaker_tc_bench.runner import resolve_options
 from sagemaker_tc_bench.tune_worker import MODES, TuneSpec
 
 logger = logging.getLogger(__name__)
