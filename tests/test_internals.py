@@ -43,27 +43,35 @@ def _force_non_lazy_backward_lowering():
 
 def _counters_records_and_callbacks():
     seen = []
-    remove = _internals.add_compile_start_callback(seen.append)
+
+    def callback(*args):  # CallbackArgs from torch 2.8, no argument before
+        seen.append(args[0] if args else None)
+
+    remove = _internals.add_compile_start_callback(callback)
     try:
         _internals.keep_compilation_records()
         torch.compile(lambda x: x * 3 + 1, backend="eager")(torch.ones(3))
     finally:
         remove()
         remove()  # safe twice
-    assert seen and hasattr(seen[0], "callback_trigger")
-    assert _internals.is_frame_compile(seen[0]) and _internals.is_frame_compile(None)
-    from torch._dynamo.callback import CallbackTrigger  # the enum is_frame_compile reads by name
+    assert seen and _internals.is_frame_compile(seen[0]) and _internals.is_frame_compile(None)
+    if TORCH >= (2, 8):
+        assert hasattr(seen[0], "callback_trigger")
+        from torch._dynamo.callback import CallbackTrigger  # the enum is_frame_compile reads by name
 
-    assert not _internals.is_frame_compile(types.SimpleNamespace(callback_trigger=CallbackTrigger.LAZY_BACKWARD))
+        lazy_backward = types.SimpleNamespace(callback_trigger=CallbackTrigger.LAZY_BACKWARD)
+        assert not _internals.is_frame_compile(lazy_backward)
+    else:
+        assert seen[0] is None
     records = _internals.compilation_records()
     assert records and hasattr(records[-1], "compile_id") and hasattr(records[-1], "is_forward")
     assert "unique_graphs" in _internals.dynamo_counters()["stats"]
-    assert seen[0] not in _internals.compile_start_callbacks()
+    assert callback not in _internals.compile_start_callbacks()
 
 
 def _dynamo_state_kept():
     kept = []
-    remove = _internals.add_compile_start_callback(kept.append)
+    remove = _internals.add_compile_start_callback(lambda *args: kept.append(args))
     graphs = _internals.dynamo_counters()["stats"]["unique_graphs"]
     records = len(_internals.compilation_records())
     try:
@@ -214,6 +222,11 @@ def _error_and_scheduler_internals():
         raise RuntimeError("backend failed") from torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
     except RuntimeError as error:
         assert failures.is_out_of_memory(error)  # through the cause, as dynamo wraps it
+        chain = _internals.error_chain(error)
+        assert [type(e) for e in chain] == [RuntimeError, torch.OutOfMemoryError] and chain[0] is error
+        wrapped = RuntimeError("backend failed")
+        wrapped.__cause__ = RuntimeError(str(overwritten))
+        assert _internals.is_cudagraph_overwritten(wrapped)  # found below the error dynamo raised
     assert not failures.is_out_of_memory(RuntimeError("shapes cannot be multiplied"))
     failures.free_device_memory()
     optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
