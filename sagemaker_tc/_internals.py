@@ -166,13 +166,6 @@ def is_frame_compile(args: Any) -> bool:
     return trigger is None or getattr(trigger, "name", "DYNAMO") == "DYNAMO"
 
 
-def compile_start_callbacks() -> list[Any]:
-    """The compile start callbacks registered now (a copy; for the tests' leak check)."""
-    from torch._dynamo.callback import callback_handler
-
-    return list(callback_handler.start_callbacks)
-
-
 # -- torch: dynamo's recompile limit and its log line ---------------------------------------------------
 def recompile_limit() -> int:
     """``torch._dynamo.config.recompile_limit`` (torch 2.7 to 2.13): compiles per code object before
@@ -320,15 +313,6 @@ def keep_lr_scheduler_tracking(step: Any, optimizer: Any) -> Callable[[], None]:
         optimizer._opt_called = True
 
     return stepped
-
-
-def global_optimizer_step_hooks() -> int:
-    """How many global optimizer step hooks are registered (pre and post:
-    ``torch.optim.optimizer._global_optimizer_pre_hooks`` / ``_global_optimizer_post_hooks``,
-    torch 2.0 to 2.13; for the tests' leak check)."""
-    import torch.optim.optimizer as optimizer_module
-
-    return len(optimizer_module._global_optimizer_pre_hooks) + len(optimizer_module._global_optimizer_post_hooks)
 
 
 # -- torch: FSDP2 (fully_shard) and gloo -----------------------------------------------------------
