@@ -222,9 +222,8 @@ def build_slots(
 class PlanVariants(Mapping):
     """A plan's compiled variants by name (``dynamic``, ``static``, maybe ``captured``), each
     ``torch.compile``'d at its first lookup: a plan that never runs costs no ``torch.compile`` call
-    (the first one in a process imports Inductor's compile path: about 1.3 CPU seconds measured on
-    this project's 2-core CI machine, torch 2.13), so a job that stays eager pays nothing for the
-    plans held ready."""
+    (the first one in a process imports Inductor's compile path, a cost of its own: benchmarks/README.md),
+    so a job that stays eager pays nothing for the plans held ready."""
 
     def __init__(self, plan: str, budget: int, kwargs_by_variant: dict[str, dict[str, Any]]) -> None:
         self.plan, self.budget = plan, budget
