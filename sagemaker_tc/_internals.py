@@ -7,8 +7,8 @@ a ``_``-prefixed attribute of torch, transformers or sagemaker-core, or dynamo's
 symbol that moved.
 
 "Checked against torch 2.7 to 2.13" means: the symbol exists with this meaning in the torch 2.7.1
-and 2.13.0 sources (and the releases between, read where they differ); the GPU bench machine runs
-torch 2.11. Imports are lazy (inside each function): the SDK side imports this module without torch.
+and 2.13.0 sources (and the releases between, read where they differ). Imports are lazy (inside
+each function): the SDK side imports this module without torch.
 """
 
 from __future__ import annotations
@@ -178,13 +178,6 @@ def is_frame_compile(args: Any) -> bool:
     return trigger is None or getattr(trigger, "name", "DYNAMO") == "DYNAMO"
 
 
-def compile_start_callbacks() -> list[Any]:
-    """The compile start callbacks registered now (a copy; for the tests' leak check)."""
-    from torch._dynamo.callback import callback_handler
-
-    return list(callback_handler.start_callbacks)
-
-
 # -- torch: dynamo's recompile limit and its log line ---------------------------------------------------
 def recompile_limit() -> int:
     """``torch._dynamo.config.recompile_limit`` (torch 2.7 to 2.13): compiles per code object before
@@ -243,7 +236,8 @@ class RecompileLimitCall:
     """``function`` called with dynamo's per-code-object recompile limit (:func:`recompile_limit`) set to
     ``limit`` for the call and put back after it: a compiled function's budget of its own on torch
     releases whose ``torch.compile`` cannot isolate one (2.7 to 2.12). Dynamo reads the limit when it
-    decides whether a frame may compile again, inside the call; the setting costs about 5 us a call.
+    decides whether a frame may compile again, inside the call; setting it per call is cheap
+    (benchmarks/README.md has the figure).
     """
 
     def __init__(self, function: Callable[..., Any], limit: int) -> None:
@@ -332,15 +326,6 @@ def keep_lr_scheduler_tracking(step: Any, optimizer: Any) -> Callable[[], None]:
     return stepped
 
 
-def global_optimizer_step_hooks() -> int:
-    """How many global optimizer step hooks are registered (pre and post:
-    ``torch.optim.optimizer._global_optimizer_pre_hooks`` / ``_global_optimizer_post_hooks``,
-    torch 2.0 to 2.13; for the tests' leak check)."""
-    import torch.optim.optimizer as optimizer_module
-
-    return len(optimizer_module._global_optimizer_pre_hooks) + len(optimizer_module._global_optimizer_post_hooks)
-
-
 # -- torch: FSDP2 (fully_shard) and gloo -----------------------------------------------------------
 def fsdp2_reshards_after_forward(unit: Any) -> bool | None:
     """Whether an FSDP2 unit (a ``fully_shard``-ed module) frees its gathered parameters after forward:
@@ -360,8 +345,8 @@ def fsdp2_reshards_after_forward(unit: Any) -> bool | None:
 def gloo_reduce_scatter_average() -> float | None:
     """What gloo's ``reduce_scatter`` with ``ReduceOp.AVG`` makes of ones from 2 ranks: 1.0 when it
     averages, 2.0 when it sums (pytorch#162338, where FSDP2 then sums gradients on gloo). Two gloo
-    ranks in this process (threads over a ``HashStore``), so it is no collective of the job's and
-    costs about 30 ms. Calls ``ProcessGroupGloo._reduce_scatter_base`` (torch 2.0 to 2.13), the call
+    ranks in this process (threads over a ``HashStore``), so it is no collective of the job's (its
+    cost: docs/distributed.md). Calls ``ProcessGroupGloo._reduce_scatter_base`` (torch 2.0 to 2.13), the call
     ``dist.reduce_scatter_tensor`` makes. None when it cannot run (gloo missing, AVG refused)."""
     import datetime
     import threading

@@ -62,23 +62,11 @@ LrScaling = Literal["linear", "sqrt", "none"]
 :mod:`sagemaker_tc.tuning.scaling`."""
 
 
-# Spellings removed before the first release, each with what replaces it (its ConfigError says so).
-REMOVED_FIELDS = {
-    "regional": "regional= was removed before release: use plan='regional' for regional=True, plan='model' for "
-    "regional=False",
-}
-REMOVED_VALUES = {
-    ("policy", "auto"): "policy='auto' was removed before release: use policy='fallback' (what it did); measuring "
-    "the plans and keeping the fastest is plan='auto'",
-}
-
-
 def _describe_validation_error(error: ValidationError) -> str:
     """Turn pydantic's error list into one line per field: what was wrong, what is accepted.
 
-    A field whose type is a union (e.g. ``buckets``) gets one line listing each accepted form. A field
-    or value removed before release (:data:`REMOVED_FIELDS`, :data:`REMOVED_VALUES`) gets a line
-    naming its replacement.
+    A field whose type is a union (e.g. ``buckets``) gets one line listing each accepted form; an
+    unknown field gets a line listing the accepted fields.
     """
     by_field: dict[str, list[dict[str, Any]]] = {}
     for item in error.errors():
@@ -86,13 +74,7 @@ def _describe_validation_error(error: ValidationError) -> str:
         by_field.setdefault(field, []).append(item)
     lines = []
     for field, items in by_field.items():
-        given = items[0].get("input")
-        removed_value = REMOVED_VALUES.get((field, given)) if isinstance(given, str) else None
-        if items[0]["type"] == "extra_forbidden" and field in REMOVED_FIELDS:
-            lines.append(f"{REMOVED_FIELDS[field]} (got {field}={given!r})")
-        elif removed_value is not None:
-            lines.append(f"{removed_value} (got {field}={given!r})")
-        elif items[0]["type"] == "extra_forbidden":
+        if items[0]["type"] == "extra_forbidden":
             accepted = ", ".join(TrainingCompilerConfig.model_fields)
             lines.append(f"unknown field {field!r} (accepted fields: {accepted})")
         elif len(items) == 1:

@@ -85,18 +85,6 @@ def run(command: str, options: argparse.Namespace, argv: list[str] | None, strea
     return run_tune_command(options, line, stream)
 
 
-class _Removed(argparse.Action):
-    """An option that was removed before the first release: giving it is an argparse error (exit 2)
-    that names what replaces it."""
-
-    def __init__(self, option_strings: list[str], dest: str, replacement: str) -> None:
-        super().__init__(option_strings, dest, nargs=0, help=argparse.SUPPRESS)
-        self.replacement = replacement
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        parser.error(f"{option_string} was removed: use {self.replacement}")
-
-
 def _suite_arguments(parser: argparse.ArgumentParser, *, variants: bool = False) -> None:
     """The suite's models, size and inputs (``bench`` and ``tune``)."""
     parser.add_argument(
@@ -192,7 +180,6 @@ def _verify_arguments(verify: argparse.ArgumentParser) -> None:
     verify.add_argument(
         "--plan", default="all", choices=("regional", "model", "step", "all"), help="compile plan(s) (default all)"
     )
-    verify.add_argument("--whole-model", action=_Removed, replacement="--plan model")
     verify.add_argument(
         "--param-atol",
         type=_number(0, inclusive=True),

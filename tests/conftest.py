@@ -304,8 +304,9 @@ TORCH_RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default (tor
 def _compiler_hooks() -> dict:
     """What a compiler session may install process-wide, as it is now (only the import hooks before
     torch is imported)."""
+    from process_state import compile_start_callbacks, global_optimizer_step_hooks, is_post_import_hook
+
     from sagemaker_tc import contract
-    from sagemaker_tc.container.post_import import is_post_import_hook
 
     import_hooks = {"post-import hooks in sys.meta_path": sum(map(is_post_import_hook, sys.meta_path))}
     # What the launcher exports for its own process: left in os.environ it reaches every later job.
@@ -318,8 +319,8 @@ def _compiler_hooks() -> dict:
 
     hooks = {
         **import_hooks,
-        "compile start callbacks": len(_internals.compile_start_callbacks()),
-        "global optimizer step hooks": _internals.global_optimizer_step_hooks(),
+        "compile start callbacks": len(compile_start_callbacks()),
+        "global optimizer step hooks": global_optimizer_step_hooks(),
         "dynamo recompile_limit": _internals.recompile_limit(),
         "dynamo accumulated_recompile_limit": _internals.accumulated_recompile_limit(),
     }

@@ -16,7 +16,7 @@ from sagemaker_tc import config_rules
 from sagemaker_tc.compiler.planner import ASSUMED_JOB_STEPS
 from sagemaker_tc.compiler.schedule import EAGER_TRIAL_STEPS
 from sagemaker_tc.compiler.shapes import MAX_LEARNED_BUCKETS, MIN_GRANULARITY, TARGET_GRAPHS, learned_granularity
-from sagemaker_tc.config import REMOVED_FIELDS, REMOVED_VALUES, TrainingCompilerConfig
+from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.container.watchdog import SAGEMAKER_GRACE_S
 from sagemaker_tc.sdk.local_process import LOCAL_PROCESS_HANG_GRACE_S
 from sagemaker_tc.tuning.memory import CPU_BUDGET_FRACTION, CUDA_BUDGET_FRACTION
@@ -148,9 +148,3 @@ def test_configuration_page_states_the_bounds_of_config_rules():
     days = config_rules.MAX_HANG_GRACE_S / 86400
     assert f"`hang_grace_s` {config_rules.MIN_HANG_GRACE_S:g} second to {days:g} days" in page
     assert 2 ** int(math.log2(config_rules.MAX_SEQUENCE_LENGTH)) == config_rules.MAX_SEQUENCE_LENGTH
-
-
-def test_troubleshooting_quotes_each_removed_spelling():
-    page = " ".join((REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8").split())
-    for message in [*REMOVED_FIELDS.values(), *REMOVED_VALUES.values()]:
-        assert message in page, message

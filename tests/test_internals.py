@@ -6,6 +6,7 @@ import logging
 import tempfile
 import types
 
+import process_state
 import pytest
 import torch
 
@@ -66,7 +67,7 @@ def _counters_records_and_callbacks():
     records = _internals.compilation_records()
     assert records and hasattr(records[-1], "compile_id") and hasattr(records[-1], "is_forward")
     assert "unique_graphs" in _internals.dynamo_counters()["stats"]
-    assert callback not in _internals.compile_start_callbacks()
+    assert callback not in process_state.compile_start_callbacks()
 
 
 def _dynamo_state_kept():
@@ -121,11 +122,11 @@ def _artifact_loggers():
 
 def _optimizer_internals():
     assert {"cpu", "cuda"} <= set(_internals.fused_optimizer_devices())
-    before = _internals.global_optimizer_step_hooks()
+    before = process_state.global_optimizer_step_hooks()
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     handle = register_optimizer_step_post_hook(lambda *args: None)
-    assert _internals.global_optimizer_step_hooks() == before + 1
+    assert process_state.global_optimizer_step_hooks() == before + 1
     handle.remove()
 
 

@@ -309,17 +309,6 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_any_training(tmp_p
     assert "step" not in captured.out  # no loss was computed (and lost)
 
 
-def test_the_removed_whole_model_option_names_its_replacement(capsys):
-    """``--whole-model`` (a pre-release alias of ``--plan model``) is an argparse error naming ``--plan model``."""
-    with pytest.raises(SystemExit) as raised:
-        main(["verify", "--model", "gpt2", "--whole-model"])
-    assert raised.value.code == 2
-    assert (
-        capsys.readouterr().err.splitlines()[-1]
-        == "sagemaker-tc verify: error: --whole-model was removed: use --plan model"
-    )
-
-
 @pytest.mark.xfail(T5_REGIONAL_KNOWN_WRONG, reason=T5_REGIONAL_GRADIENT, strict=True)
 def test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient():
     """Plain torch, none of our code on the path: the tiny T5's first decoder block compiled with

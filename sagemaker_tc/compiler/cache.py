@@ -8,9 +8,8 @@ no link, and nothing that folder held before the job (:data:`FOREIGN_INDEX`: a u
 ``cache/`` is not the compiler's). A local cache location's files are read and written only inside
 it: an entry folder that is a link is never written through. torch's portable "mega-cache"
 (``torch.compiler.save_cache_artifacts()``) leaves the CPU kernels' C++ builds out, so a warm start
-on CPU from it alone still compiles most of the way (ARCHITECTURE.md: 0.87x of cold vs 0.13x with
-the folder); the folder carries both. A restored folder works at a new path (measured: a copied
-folder at another path compiled a tiny BERT step in 1.9 s vs 21 s cold).
+on CPU from it alone still compiles most of the way; the folder carries both. A restored folder
+works at a new path (the figures: benchmarks/README.md).
 
 Layout at the cache location (a local folder or ``s3://bucket/prefix``), one entry per environment::
 

@@ -64,11 +64,9 @@ _H200_COLD = "benchmarks/results/gpu-check-h200_202611-cold.json"
 _H200_DEC = "benchmarks/results/gpu-check-h200_202612-plans.json"
 
 GPU_EVIDENCE: dict[str, GpuEvidence] = {
-    # H200, torch 2.11, bf16, batch 32 x 128, the peer against fused-AdamW + SDPA eager in one run:
-    # gpt2 1.63x, roberta-base 1.18x (the median model, cited), bert-base-uncased 0.97x (flagged noisy);
-    # bert-base-uncased in the 2026-11 run: 2.02x (16.78 ms against 33.96 ms).
+    # The median model of its run (the run's other rows: benchmarks/README.md).
     "model": GpuEvidence("model", _H200_DEC, "roberta-base", "hf-torch-compile", "eager-tuned", 1.18),
-    # the same run: regional 35.91 ms against the same 33.96 ms, slower than not compiling.
+    # Slower than not compiling (benchmarks/README.md).
     "regional": GpuEvidence("regional", _H200_COLD, "bert-base-uncased", "sagemaker-tc", "eager-tuned", 0.95),
 }
 """What committed GPU results (``benchmarks/gpu_check.sh`` under ``benchmarks/results/``) show of each
@@ -81,9 +79,9 @@ ASSUMED_JOB_STEPS = 1000
 """Optimizer steps assumed for a plain loop that gives no ``expected_steps`` (the report says so)."""
 
 WARM_CACHE_COMPILE_FACTOR = 0.2
-"""A compile from a warm cache costs this share of the cold compile. Measured on the 2-core CPU:
-0.086x (tiny BERT, regional, ``benchmarks/results/cache_warm_start.json``); 0.2 leaves room for the
-parts a cache does not skip (dynamo tracing, guards)."""
+"""A compile from a warm cache costs this share of the cold compile: above what the cache benchmark
+measured, leaving room for the parts a cache does not skip (dynamo tracing, guards). The
+measurement: benchmarks/README.md."""
 
 
 def auto_candidates(device: str) -> tuple[str, ...]:
@@ -138,18 +136,11 @@ class Prior:
     max_speedup: float
 
 
-# Sources. CPU (this project's 2-core x86 CPU, MiniLM-L6 fine-tuning at 32 x ~40 tokens,
-# benchmarks/results/plan-steps_cpu_202612.json): the first 10 steps took 17.7 s eager, 66.4 s
-# regional, 179.1 s model (each graph compiled static, then again dynamic after the first length
-# change): ~18-24 s per compile of a block graph (13 leaf modules), ~80-88 s for the whole model
-# (~90), forward and backward together; steady steps against eager: regional 0.97x, model 0.95x
-# (1.03x in an earlier run of the script, where model with bucketed static shapes measured 0.84x);
-# the step plan's fused optimizer is what a Trainer already uses, so step gets the model plan's prior.
-# The speedups are priors, not promises: 1.02x / 1.05x keep the compiled plans in the running only
-# for long jobs, and plan="auto" measures before it commits. CUDA (one H200, BERT-base,
-# benchmarks/results/gpu-check-h200_202611-cold.json): 10.6 s for the block graph, 18.7 s for the whole
-# model; whole-model compile 2.24x eager; CUDA graphs add 70-100% on small steps (PyTorch's dashboards,
-# shared/research/perf.md).
+# Sources: benchmarks/README.md ("The figures behind the runtime's constants and design notes"):
+# the CPU priors from the demo's workload on this project's CPU, the CUDA priors from the first GPU
+# run. The step plan's fused optimizer is what a Trainer already uses, so step gets the model plan's
+# prior. The speedups are priors, not promises: they keep the compiled plans in the running only for
+# long jobs, and plan="auto" measures before it commits.
 PRIORS: dict[str, dict[str, Prior]] = {
     "cpu": {
         "regional": Prior(6.0, 0.9, 1.02),

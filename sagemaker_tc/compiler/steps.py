@@ -54,8 +54,8 @@ class _Ended:
 
 def _cuda_in_use() -> bool:
     """True when this process has initialized CUDA (never initializes it). Called twice a step, so
-    only the flag: ``torch.cuda.is_available()`` asks the driver for the device count each call
-    (about 0.7 ms on a CPU-only machine), and CUDA that is initialized is available."""
+    only the flag: ``torch.cuda.is_available()`` asks the driver for the device count each call,
+    and CUDA that is initialized is available."""
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_initialized())
 

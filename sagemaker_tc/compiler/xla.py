@@ -10,12 +10,11 @@ itself when torch_xla is installed (transformers and accelerate); the runtime th
 training batches in the dataloader, on the host (:meth:`XlaBackend.pad_on_host`), marks the
 step at ``on_step_end`` and measures.
 
-Why lazy tensors and not dynamo's ``openxla`` backend: measured on PJRT CPU with torch 2.9.0,
-torch_xla 2.9.0 (``benchmarks/xla_step_modes.py``, ``benchmarks/results/xla-step-modes_cpu_202612.json``):
-``torch.compile(backend="openxla")`` on all-MiniLM-L6-v2's forward and loss returned the (32, 2)
-logits where the loss should be, so training could not run (the same on a tiny BERT); on a 2-layer
-MLP it ran but compiled 4 XLA graphs in 4 same-shape steps, where lazy tensors compile 2 (the first
-step, whose update creates the optimizer's state, and the steady step).
+Why lazy tensors and not dynamo's ``openxla`` backend: ``torch.compile(backend="openxla")``
+returned the logits where the loss should be on the demo's model, so training could not run, and
+compiled more XLA graphs than lazy tensors where it did run; lazy tensors compile one graph for the
+first step (whose update creates the optimizer's state) and one for the steady step (the runs:
+benchmarks/README.md).
 
 The PJRT device is ``$PJRT_DEVICE`` when set (``TPU``, ``CPU``), else ``CPU``; it is set only for a
 ``backend="xla"`` job (:func:`prepare_environment`), and torch_xla is imported by nothing else in
@@ -292,7 +291,7 @@ class XlaBackend:
         """Debug mode: torch_xla's metrics report into ``folder``, and of what XLA dumped into
         ``folder/xla-hlo`` (:func:`prepare_environment`) only the HLO text of each compiled graph,
         before and after XLA's optimizations (the CPU backend also dumps LLVM IR and MLIR for every
-        fused kernel: about 500 files per graph). Returns the names written."""
+        fused kernel, many files per graph). Returns the names written."""
         if self.device is None:
             return []
         import torch_xla.debug.metrics as metrics

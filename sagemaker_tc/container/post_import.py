@@ -87,8 +87,3 @@ def when_imported(name: str, callback: Callable[[ModuleType], None]) -> Callable
     else:
         sys.meta_path.insert(0, finder)
     return finder.remove
-
-
-def is_post_import_hook(finder: object) -> bool:
-    """True for the finders :func:`when_imported` installs (tests check none is left behind)."""
-    return isinstance(finder, _PostImportFinder)

@@ -11,9 +11,9 @@ callbacks and ``torch_compile`` check, the plain loop's step watcher.
 is True, it is set to False (an INFO log line says so) and set back to True when the session closes
 (the ``Trainer`` also sets it back at ``on_train_end``). Decoder models (GPT-2, T5, ...) build a KV
 cache in every training forward when it is on, though training never reads it; each compiled block
-then guards on the cache's state and recompiles once per layer until dynamo's recompile limit
-(measured: a 12-layer GPT-2 hit ``recompile_limit`` (8) and ran its last blocks uncompiled; with
-``use_cache=False``, 1 graph). transformers does the same for gradient checkpointing.
+then guards on the cache's state and recompiles once per layer until dynamo's recompile limit,
+after which its last blocks run uncompiled; with ``use_cache=False`` it compiles one graph
+(benchmarks/README.md, the tiny suite's recompiles). transformers does the same for gradient checkpointing.
 """
 
 from __future__ import annotations

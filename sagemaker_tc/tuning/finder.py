@@ -172,7 +172,7 @@ def _checked_batch(make_batch: Callable[[int], Any], batch_size: int) -> Any:
 def _free(device: torch.device) -> None:
     """Give a try's memory back before the next: on CUDA, collect reference cycles and empty the
     caching allocator (so the next try starts from the same free memory); on CPU, reference counting
-    has already freed the tensors and a full ``gc.collect()`` would cost ~0.2 s per try."""
+    has already freed the tensors and a full ``gc.collect()`` per try would only cost time."""
     import torch
 
     if device.type == "cuda":
