@@ -145,6 +145,11 @@ class PlanFunctions:
     def variants(self) -> list[str]:
         return list(self._kwargs)
 
+    @property
+    def compiled_variants(self) -> list[str]:
+        """The variants compiled so far, in the order they were first asked for."""
+        return list(self._compiled)
+
     def compiled(self, variant: str) -> Callable[..., Any]:
         """The compiled function of ``variant`` (the ``static`` one for a variant the plan does not
         have), called as ``fn(module, *args, **kwargs)``; compiled at the first request.
