@@ -268,7 +268,7 @@ def test_a_plan_is_torch_compiled_only_when_a_call_first_runs_it():
     auto.attach(model, TrainingCompilerConfig(baseline_steps=3))
     assert auto.active == "eager" and auto.prepared_plans() == ["regional", "model", "step"]
     model(**batch(0)).loss.backward()
-    assert {plan: variants.compiled() for plan, variants in auto._functions.items()} == {
+    assert {plan: functions.compiled_variants for plan, functions in auto._functions.items()} == {
         "regional": [],
         "model": [],
         "step": [],
