@@ -20,7 +20,7 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import arguments, cloud, fit_arguments, local_process
+from sagemaker_tc.sdk import arguments, cloud, fit_arguments
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import (
     CLOUD_KINDS,
@@ -34,8 +34,9 @@ from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline
 from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
-from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
-from sagemaker_tc.sdk.local_job import LocalJob
+from sagemaker_tc.sdk.local import process as local_process
+from sagemaker_tc.sdk.local.checkpoints import is_synced_locally
+from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
 from sagemaker_tc.sdk.positional import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional
 from sagemaker_tc.sdk.request import (
@@ -191,7 +192,7 @@ class _FrameworkEstimator:
             given_settings,
             cloud=self.is_cloud,
             max_run=self.max_run,
-            # local_process syncs checkpoints with a local folder (sdk/local_checkpoints.py): not "SageMaker only"
+            # local_process syncs checkpoints with a local folder (sdk/local/checkpoints.py): not "SageMaker only"
             checkpoint_s3_uri=None
             if self._kind is InstanceKind.LOCAL_PROCESS and is_synced_locally(checkpoint_s3_uri)
             else checkpoint_s3_uri,

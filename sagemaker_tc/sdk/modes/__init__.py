@@ -1,7 +1,7 @@
 """How ``fit()`` runs a job, one module per mode.
 
-- :mod:`.process`: ``local_process``, this host with no Docker (:mod:`sagemaker_tc.sdk.local_process`);
-- :mod:`.docker`: ``local`` / ``local_gpu``, sagemaker-core's Docker engine (:mod:`sagemaker_tc.sdk.local_docker`);
+- :mod:`.process`: ``local_process``, this host with no Docker (:mod:`sagemaker_tc.sdk.local.process`);
+- :mod:`.docker`: ``local`` / ``local_gpu``, sagemaker-core's Docker engine (:mod:`sagemaker_tc.sdk.local.docker`);
 - :mod:`.training_job`: a SageMaker training job (``ml.*``) through sagemaker-core (:mod:`sagemaker_tc.sdk.cloud`);
 - :mod:`.pipeline`: under a ``PipelineSession``, the same request handed to a Pipelines step.
 

@@ -6,9 +6,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-from sagemaker_tc.sdk.local_docker import check_docker
-from sagemaker_tc.sdk.local_docker_job import DockerJob
-from sagemaker_tc.sdk.local_job import LocalJob
+from sagemaker_tc.sdk.local.docker import check_docker
+from sagemaker_tc.sdk.local.docker_job import DockerJob
+from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.request import TrainingJobRequest, with_submit_directory
 from sagemaker_tc.sdk.source import SourceSpec, staged_archive
 

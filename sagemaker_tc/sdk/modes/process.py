@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from contextlib import ExitStack
 
-from sagemaker_tc.sdk import local_process
-from sagemaker_tc.sdk.local_job import LocalJob
+from sagemaker_tc.sdk.local import process as local_process
+from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.request import TrainingJobRequest, with_submit_directory
 from sagemaker_tc.sdk.source import SourceSpec, staged_archive
 
