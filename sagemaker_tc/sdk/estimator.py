@@ -48,6 +48,7 @@ from sagemaker_tc.sdk.request import (
     metric_definitions,
     script_mode_hyperparameters,
 )
+from sagemaker_tc.sdk.settings_request import apply_settings
 from sagemaker_tc.sdk.source import resolve_source
 from sagemaker_tc.sdk.unsupported import check_unsupported
 
@@ -347,7 +348,7 @@ class _FrameworkEstimator:
             checkpoint_s3_uri=self.checkpoint_s3_uri,
             checkpoint_local_path=self.checkpoint_local_path,
         )
-        request = self.settings.apply(request, cloud=self.is_cloud, region=region)
+        request = apply_settings(request, self.settings, cloud=self.is_cloud, region=region)
         if getattr(self, "_experiment_config", None) is not None:
             request = dataclasses.replace(request, experiment_config=self._experiment_config)
         return request
