@@ -35,8 +35,8 @@ from sagemaker_tc.sdk.source_tree import JOB_FOLDER_MARKER, copy_entries
 from sagemaker_tc.sdk.v3 import checks
 from sagemaker_tc.sdk.v3.driver import driver_folder
 
-if TYPE_CHECKING:
-    from sagemaker_tc.sdk.v3.trainer import ModelTrainer
+if TYPE_CHECKING:  # run() reads sagemaker-train's own fields only: never sagemaker_tc's subclass (it calls run())
+    from sagemaker.train.model_trainer import ModelTrainer
 
 logger = logging.getLogger(__name__)
 NETWORK_INTERFACE = "lo"  # what local_process's resourceconfig.json names
