@@ -20,7 +20,7 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import arguments, cloud, fit_arguments
+from sagemaker_tc.sdk import arguments, cloud
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import (
     CLOUD_KINDS,
@@ -38,7 +38,6 @@ from sagemaker_tc.sdk.local import process as local_process
 from sagemaker_tc.sdk.local.checkpoints import is_synced_locally
 from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
-from sagemaker_tc.sdk.positional import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional
 from sagemaker_tc.sdk.request import (
     TrainingJobRequest,
     build_request,
@@ -49,8 +48,8 @@ from sagemaker_tc.sdk.request import (
     script_mode_hyperparameters,
 )
 from sagemaker_tc.sdk.settings_request import apply_settings
+from sagemaker_tc.sdk.signature import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional, check_unsupported
 from sagemaker_tc.sdk.source import resolve_source
-from sagemaker_tc.sdk.unsupported import check_unsupported
 
 __all__ = ["COMPILER_METRIC_DEFINITIONS", "DEFAULT_MAX_RUN_SECONDS", "DEFAULT_OUTPUT_PATH", "HuggingFace", "PyTorch"]
 
@@ -79,7 +78,7 @@ class _FrameworkEstimator:
 
     Every argument is checked here, before any job starts (:mod:`sagemaker_tc.sdk.arguments`); an
     argument the estimator does not take (SDK v2's ``disable_profiler``, a typo) is refused together
-    with every other one, with what to do (:mod:`sagemaker_tc.sdk.unsupported`).
+    with every other one, with what to do (:mod:`sagemaker_tc.sdk.signature`).
 
     SDK v2's job settings (``tags``, ``subnets``, ``volume_kms_key``, ``use_spot_instances``, ...:
     :data:`~sagemaker_tc.sdk.job_settings.SETTING_NAMES`) are checked against CreateTrainingJob's
@@ -405,8 +404,8 @@ class _FrameworkEstimator:
         arguments.check_flag("wait", wait)  # "no" is truthy: it would block
         if job_name is not None:  # SageMaker's rule in every mode: local job folders are named by it too
             check_job_name(job_name)
-        logs = fit_arguments.check_logs(logs)
-        self._experiment_config = fit_arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
+        logs = arguments.check_logs(logs)
+        self._experiment_config = arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
         if self.is_cloud:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
         if self._kind is InstanceKind.LOCAL_DOCKER:
@@ -599,7 +598,7 @@ class HuggingFace(_FrameworkEstimator):
         transformers_version, pytorch_version, py_version: the DLC versions (used to pick the
             training image on SageMaker; ``local_process`` runs this host's Python).
 
-    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.positional.HUGGINGFACE_ORDER`);
+    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.signature.HUGGINGFACE_ORDER`);
     a single one is the entry point.
     """
 
@@ -645,7 +644,7 @@ class PyTorch(_FrameworkEstimator):
         framework_version, py_version: the DLC versions (used to pick the training image on
             SageMaker; ``local_process`` runs this host's Python).
 
-    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.positional.PYTORCH_ORDER`).
+    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.signature.PYTORCH_ORDER`).
     """
 
     _default_base_job_name = "pytorch-training"
