@@ -9,6 +9,6 @@ Each takes values, never the estimator: the request the estimator built (every f
 code is), the source to ship and the few settings it reads (:class:`.training_job.CloudArguments`).
 A mode stages the source, fills in the request's submit directory
 (:func:`~sagemaker_tc.sdk.request.with_submit_directory`) and runs it; ``fit()`` records what it
-returns (``latest_training_job``; ``model_data`` is read from the job). No module here imports
-:mod:`sagemaker_tc.sdk.estimator`.
+returns (``latest_training_job``; ``model_data`` is read from the job). No module here imports the
+estimator module.
 """
