@@ -408,10 +408,8 @@ class _FrameworkEstimator:
         self._experiment_config = arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
         if self.is_cloud:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
-        if self._kind is InstanceKind.LOCAL_DOCKER:
-            self.latest_training_job = self._run_in_docker(inputs, wait=wait, logs=logs, job_name=job_name)
-        else:
-            self.latest_training_job = self._run_in_process(inputs, wait=wait, logs=logs, job_name=job_name)
+        run = self._run_in_docker if self._kind is InstanceKind.LOCAL_DOCKER else self._run_in_process
+        self.latest_training_job = run(inputs, wait=wait, logs=logs, job_name=job_name)
         if wait:
             self.latest_training_job.wait(logs=False)
         return None
