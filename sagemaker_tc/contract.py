@@ -71,7 +71,7 @@ ENV_BASE_DIR = "SAGEMAKER_BASE_DIR"  # the toolkit's /opt/ml; local_process poin
 ENV_TRAINING_JOB_NAME = "TRAINING_JOB_NAME"  # SageMaker sets it in the container; local_process does too
 ENV_PYTHON_UNBUFFERED = "PYTHONUNBUFFERED"  # local_process streams the job's log live
 # "0": local_process starts hosts without a private /opt/ml mount namespace, as where none is available
-# (sagemaker_tc.sdk.job_namespace); read from the SDK process's environment.
+# (sagemaker_tc.sdk.local.namespace); read from the SDK process's environment.
 ENV_LOCAL_NAMESPACE = "SM_TC_LOCAL_NAMESPACE"
 # torchrun's per-process variables (torch.distributed.run).
 ENV_RANK = "RANK"

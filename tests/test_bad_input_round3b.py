@@ -126,7 +126,7 @@ def test_a_host_logs_last_exception_is_collected_as_it_streams(tmp_path):
     import io
     import sys
 
-    from sagemaker_tc.sdk.local_hosts import HostCommand, run_hosts
+    from sagemaker_tc.sdk.local.hosts import HostCommand, run_hosts
 
     script = "def train():\n    raise ValueError('learning rate must be positive')\n\ntrain()\n"
     command = HostCommand([sys.executable, "-c", script], tmp_path, {})
@@ -139,7 +139,7 @@ def test_a_host_logs_last_exception_is_collected_as_it_streams(tmp_path):
 def test_a_failure_without_the_compiler_starts_with_the_scripts_exception(tmp_path):
     from sagemaker_training.errors import ExecuteUserScriptError
 
-    from sagemaker_tc.sdk.local_process import _failure_reason
+    from sagemaker_tc.sdk.local.process import _failure_reason
 
     toolkit = str(ExecuteUserScriptError(cmd="/usr/bin/python3 -- train.py", return_code=1, output=""))
     (tmp_path / "output").mkdir()

@@ -216,7 +216,7 @@ def test_a_positional_argument_to_the_config_is_refused_with_the_keyword_form():
 
 
 def test_a_grace_given_to_stop_by_position_is_refused_before_anything_is_signalled():
-    from sagemaker_tc.sdk.local_job import LocalJob
+    from sagemaker_tc.sdk.local.job import LocalJob
 
     # Checked first: the job itself is never touched.
     with pytest.raises(EstimatorArgumentError, match=r"stop\(\) takes no positional argument.*stop\(grace_s=30\)"):

@@ -18,7 +18,7 @@ from sagemaker_tc.compiler.schedule import EAGER_TRIAL_STEPS
 from sagemaker_tc.compiler.shapes import MAX_LEARNED_BUCKETS, MIN_GRANULARITY, TARGET_GRAPHS, learned_granularity
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.container.watchdog import SAGEMAKER_GRACE_S
-from sagemaker_tc.sdk.local_process import LOCAL_PROCESS_HANG_GRACE_S
+from sagemaker_tc.sdk.local.process import LOCAL_PROCESS_HANG_GRACE_S
 from sagemaker_tc.tuning.memory import CPU_BUDGET_FRACTION, CUDA_BUDGET_FRACTION
 
 FIELDS = TrainingCompilerConfig.model_fields

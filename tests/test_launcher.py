@@ -13,7 +13,7 @@ import pytest
 from sagemaker_tc import TrainingCompilerConfig, TrainingJobFailedError, contract
 from sagemaker_tc.container import launcher, watchdog
 from sagemaker_tc.container.post_import import when_imported
-from sagemaker_tc.sdk import local_process
+from sagemaker_tc.sdk.local import process as local_process
 
 
 def settings_env(config: TrainingCompilerConfig) -> str:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sagemaker_tc import DockerNotAvailableError, PyTorch, TrainingCompilerConfig, TrainingJobFailedError, contract
-from sagemaker_tc.sdk import local_docker_job
+from sagemaker_tc.sdk.local import docker_job as local_docker_job
 
 
 def estimator(source_dir, tmp_path, instance_type, **overrides):

@@ -1,7 +1,7 @@
 """SDK v3: a sagemaker_tc.ModelTrainer with managed spot training, a max wait and a checkpoint
 location sends them in CreateTrainingJob (moto's server records the request) as sagemaker-train
 does without the compiler; in ``local_process`` a local CheckpointConfig is synced as the
-estimators' ``checkpoint_s3_uri`` is (sagemaker_tc.sdk.local_checkpoints)."""
+estimators' ``checkpoint_s3_uri`` is (sagemaker_tc.sdk.local.checkpoints)."""
 
 import logging
 

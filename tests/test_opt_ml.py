@@ -17,8 +17,9 @@ from sagemaker_tc import (
     PyTorch,
     TrainingCompilerConfig,
 )
-from sagemaker_tc.sdk import job_namespace, local_checkpoints
-from sagemaker_tc.sdk.local_hosts import HostCommand
+from sagemaker_tc.sdk.local import checkpoints as local_checkpoints
+from sagemaker_tc.sdk.local import namespace as job_namespace
+from sagemaker_tc.sdk.local.hosts import HostCommand
 
 pytestmark = pytest.mark.slow
 

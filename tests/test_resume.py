@@ -17,7 +17,7 @@ from test_stop_job import wait_until
 from sagemaker_tc import PyTorch, TrainingCompilerConfig, checkpoints
 from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.schedule import Schedule
-from sagemaker_tc.sdk import local_checkpoints
+from sagemaker_tc.sdk.local import checkpoints as local_checkpoints
 
 # Final parameters of a resumed job vs an uninterrupted one (fp32, same plan and data order; the
 # resumed job reloads the saved fp32 state, so only reduction order can differ: none on one process).

@@ -12,8 +12,8 @@ from test_local_process import running
 
 from sagemaker_tc import PyTorch, TrainingCompilerConfig, TrainingJobFailedError, contract
 from sagemaker_tc.errors import EstimatorArgumentError
-from sagemaker_tc.sdk import local_checkpoints
-from sagemaker_tc.sdk.local_stop import STOP_GRACE_S, stop_grace_s
+from sagemaker_tc.sdk.local import checkpoints as local_checkpoints
+from sagemaker_tc.sdk.local.stop import STOP_GRACE_S, stop_grace_s
 
 # Writes what it "trained", then waits; on SIGTERM it saves a checkpoint and a marker, then exits 0.
 GRACEFUL_SCRIPT = """

@@ -2,7 +2,7 @@
 
 SageMaker stops a job (``StopTrainingJob``, ``max_run``, a spot reclaim) by sending SIGTERM, waiting
 120 seconds, then killing what is left (the ``StoppingCondition`` API reference); ``local_process``
-does the same (:mod:`sagemaker_tc.sdk.local_stop`). Python's default for SIGTERM ends the process at
+does the same (:mod:`sagemaker_tc.sdk.local.stop`). Python's default for SIGTERM ends the process at
 once, so a script would lose everything since its last checkpoint. A job's launcher installs
 :class:`StopSignal` instead: SIGTERM only sets a flag, and the training loop stops at its next step
 boundary (the ``Trainer`` callback saves a checkpoint first; a plain loop asks

@@ -1,12 +1,15 @@
-"""Checks of the estimators' constructor arguments, each raising a named error before any job starts.
+"""Checks of the estimators' arguments, each raising a named error before any job starts.
 
-The estimators (:mod:`sagemaker_tc.sdk.estimator`) call these in ``__init__``; the run modes
-(:mod:`sagemaker_tc.sdk.modes`) call :func:`check_role` at ``fit()``. Each function checks one
+The estimators (:mod:`sagemaker_tc.sdk.estimator`) call these in ``__init__``, and ``fit()`` calls
+:func:`check_logs` and :func:`check_experiment_config` (SDK v2's ``EstimatorBase.fit`` took both)
+before any upload or job; the run modes (:mod:`sagemaker_tc.sdk.modes`) call :func:`check_role` at
+``fit()``. Each function checks one
 argument (or a pair that only make sense together) and returns the value the estimator keeps.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -21,16 +24,18 @@ from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, LauncherErr
 from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
 from sagemaker_tc.sdk.job_environment import check_reserved_names
-from sagemaker_tc.sdk.local_checkpoints import (
+from sagemaker_tc.sdk.local.checkpoints import (
     check_container_folder,
     check_local_checkpoints,
     check_local_uri,
     is_synced_locally,
     relation,
 )
-from sagemaker_tc.sdk.local_process import local_path
+from sagemaker_tc.sdk.local.process import local_path
 from sagemaker_tc.sdk.source import SourceSpec
 from sagemaker_tc.uris import has_control_character, looks_like_s3, s3_uri_problem
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_PATH = "sagemaker-tc-output"
 DEFAULT_MAX_RUN_SECONDS = 24 * 60 * 60  # SageMaker's default MaxRuntimeInSeconds (1 day)
@@ -466,7 +471,7 @@ def check_checkpoints(
     source_root: Path | None = None,
 ) -> None:
     """SageMaker's checkpoint sync: an ``s3://`` URI, and optionally the container folder synced with it
-    (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.local_checkpoints`). The container
+    (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.local.checkpoints`). The container
     folder never overlaps the job's channels, code, model or output folder; the URI is never
     ``output_path`` (or ``source_dir`` for a local one).
 
@@ -528,3 +533,60 @@ def check_role(role: Any) -> str:
             f"role must be a full IAM role ARN such as 'arn:aws:iam::111122223333:role/SageMakerRole', got {role!r}"
         )
     return role
+
+
+# SDK v2's ``logs`` values (``sagemaker.estimator.EstimatorBase.fit``): a log type, or a bool.
+_LOG_TYPES = {"All": True, "Training": True, "Rules": True, "None": False}
+# ExperimentConfig's fields (CreateTrainingJob), as SDK v2 users spell them.
+_EXPERIMENT_FIELDS = ("ExperimentName", "TrialName", "TrialComponentDisplayName", "RunName")
+
+
+def check_logs(logs: Any) -> bool:
+    """``fit(logs=...)`` as a flag: True, ``"All"``, ``"Training"``, ``"Rules"`` show the log;
+    False, None, ``"None"`` do not.
+
+    Raises:
+        EstimatorArgumentError: any other value.
+    """
+    if logs is None or isinstance(logs, bool):
+        return bool(logs)
+    if isinstance(logs, str) and logs in _LOG_TYPES:
+        return _LOG_TYPES[logs]
+    raise EstimatorArgumentError(
+        f"fit(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
+    )
+
+
+def check_experiment_config(value: Any, *, cloud: bool):
+    """``fit(experiment_config=...)`` as sagemaker-core's ``ExperimentConfig`` shape (None: not sent).
+
+    Local modes have no SageMaker Experiments: the value is checked, logged and not used.
+
+    Raises:
+        EstimatorArgumentError: not a dict of ExperimentConfig's fields (``ExperimentName``,
+            ``TrialName``, ``TrialComponentDisplayName``, ``RunName``) with string values, or outside
+            CreateTrainingJob's limits for them.
+    """
+    if value is None:
+        return None
+    from sagemaker.core.shapes import ExperimentConfig
+
+    from sagemaker_tc.sdk.api_limits import check_limit
+
+    unknown = sorted(set(value) - set(_EXPERIMENT_FIELDS)) if isinstance(value, Mapping) else None
+    if unknown is None or unknown or not value:
+        raise EstimatorArgumentError(
+            f"experiment_config takes a dict of {', '.join(_EXPERIMENT_FIELDS)}, got "
+            + (f"unknown keys {unknown}" if unknown else repr(value))
+        )
+    for key, text in value.items():
+        check_limit(f"experiment_config[{key!r}]", "ExperimentEntityName", text)
+    if not cloud:
+        logger.info("experiment_config applies to SageMaker training jobs only: not used by this local job")
+        return None
+    return ExperimentConfig(
+        experiment_name=value.get("ExperimentName"),
+        trial_name=value.get("TrialName"),
+        trial_component_display_name=value.get("TrialComponentDisplayName"),
+        run_name=value.get("RunName"),
+    )

@@ -93,7 +93,7 @@ def upload_source(session, archive: Path, *, bucket: str, key_prefix: str, kms_k
 class CloudJob:
     """A SageMaker training job created (or attached to) by sagemaker-tc.
 
-    Its methods are the ``local_process`` job's (:class:`~sagemaker_tc.sdk.local_job.LocalJob`), with
+    Its methods are the ``local_process`` job's (:class:`~sagemaker_tc.sdk.local.job.LocalJob`), with
     the same meaning: ``wait(logs=...)``, ``stop()``, ``describe()``, ``logs()``.
 
     Attributes:

@@ -20,19 +20,24 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import arguments, cloud, fit_arguments, local_process
+from sagemaker_tc.sdk import arguments, cloud
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
-from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
+from sagemaker_tc.sdk.arguments import (
+    CLOUD_KINDS,
+    DEFAULT_MAX_RUN_SECONDS,
+    DEFAULT_OUTPUT_PATH,
+    check_cache_apart_from_channels,
+)
+from sagemaker_tc.sdk.channels import estimator_channels
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
-from sagemaker_tc.sdk.estimator_cloud import CloudJobMethods
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
 from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
-from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
-from sagemaker_tc.sdk.local_job import LocalJob
+from sagemaker_tc.sdk.local import process as local_process
+from sagemaker_tc.sdk.local.checkpoints import is_synced_locally
+from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
-from sagemaker_tc.sdk.positional import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional
 from sagemaker_tc.sdk.request import (
     TrainingJobRequest,
     build_request,
@@ -42,8 +47,9 @@ from sagemaker_tc.sdk.request import (
     metric_definitions,
     script_mode_hyperparameters,
 )
+from sagemaker_tc.sdk.settings_request import apply_settings
+from sagemaker_tc.sdk.signature import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional, check_unsupported
 from sagemaker_tc.sdk.source import resolve_source
-from sagemaker_tc.sdk.unsupported import check_unsupported
 
 __all__ = ["COMPILER_METRIC_DEFINITIONS", "DEFAULT_MAX_RUN_SECONDS", "DEFAULT_OUTPUT_PATH", "HuggingFace", "PyTorch"]
 
@@ -53,13 +59,26 @@ logger = logging.getLogger(__name__)
 # compiler is on, so SageMaker charts them like any other training metric.
 COMPILER_METRIC_DEFINITIONS = contract.metric_definitions()
 
+# deploy()/create_model(): refused with the way to host model.tar.gz through sagemaker-core (docs/migration.md).
+_DEPLOY_HELP = (
+    "{method}() is not offered: sagemaker-tc trains; host the trained model.tar.gz (estimator.model_data) with "
+    "an inference image for your versions (sagemaker.core.image_uris.retrieve(..., image_scope='inference')) "
+    "through sagemaker-core, e.g.\n"
+    "  Model.create(model_name=name, execution_role_arn=role, primary_container=ContainerDefinition("
+    "image=inference_image, model_data_url=estimator.model_data))\n"
+    "  EndpointConfig.create(endpoint_config_name=name, production_variants=[ProductionVariant("
+    "variant_name='AllTraffic', model_name=name, instance_type='ml.g5.xlarge', initial_instance_count=1)])\n"
+    "  Endpoint.create(endpoint_name=name, endpoint_config_name=name)\n"
+    "(sagemaker.core.resources and sagemaker.core.shapes; see docs/migration.md, 'After fit()')"
+)
 
-class _FrameworkEstimator(CloudJobMethods):
+
+class _FrameworkEstimator:
     """Shared by :class:`HuggingFace` and :class:`PyTorch`; use those.
 
     Every argument is checked here, before any job starts (:mod:`sagemaker_tc.sdk.arguments`); an
     argument the estimator does not take (SDK v2's ``disable_profiler``, a typo) is refused together
-    with every other one, with what to do (:mod:`sagemaker_tc.sdk.unsupported`).
+    with every other one, with what to do (:mod:`sagemaker_tc.sdk.signature`).
 
     SDK v2's job settings (``tags``, ``subnets``, ``volume_kms_key``, ``use_spot_instances``, ...:
     :data:`~sagemaker_tc.sdk.job_settings.SETTING_NAMES`) are checked against CreateTrainingJob's
@@ -173,7 +192,7 @@ class _FrameworkEstimator(CloudJobMethods):
             given_settings,
             cloud=self.is_cloud,
             max_run=self.max_run,
-            # local_process syncs checkpoints with a local folder (sdk/local_checkpoints.py): not "SageMaker only"
+            # local_process syncs checkpoints with a local folder (sdk/local/checkpoints.py): not "SageMaker only"
             checkpoint_s3_uri=None
             if self._kind is InstanceKind.LOCAL_PROCESS and is_synced_locally(checkpoint_s3_uri)
             else checkpoint_s3_uri,
@@ -294,13 +313,17 @@ class _FrameworkEstimator(CloudJobMethods):
         self,
         job_name: str,
         channels: dict[str, str],
-        submit_directory: str,
+        submit_directory: str = "",
         *,
         image_uri: str | None = None,
         output_path: str | None = None,
         region: str | None = None,
     ) -> TrainingJobRequest:
-        """The CreateTrainingJob request for one run (``output_path``: the cloud job's resolved ``s3://`` path)."""
+        """The CreateTrainingJob request for one run (``output_path``: the cloud job's resolved ``s3://`` path).
+
+        The run modes (:mod:`sagemaker_tc.sdk.modes`) take it and fill in ``submit_directory`` where
+        they staged the code (:func:`~sagemaker_tc.sdk.request.with_submit_directory`).
+        """
         program = contract.LAUNCHER_PROGRAM if self.compiler_enabled else self.source.entry_point
         hyperparameters = self.hyperparameters()
         hyperparameters.update(
@@ -324,7 +347,7 @@ class _FrameworkEstimator(CloudJobMethods):
             checkpoint_s3_uri=self.checkpoint_s3_uri,
             checkpoint_local_path=self.checkpoint_local_path,
         )
-        request = self.settings.apply(request, cloud=self.is_cloud, region=region)
+        request = apply_settings(request, self.settings, cloud=self.is_cloud, region=region)
         if getattr(self, "_experiment_config", None) is not None:
             request = dataclasses.replace(request, experiment_config=self._experiment_config)
         return request
@@ -381,29 +404,186 @@ class _FrameworkEstimator(CloudJobMethods):
         arguments.check_flag("wait", wait)  # "no" is truthy: it would block
         if job_name is not None:  # SageMaker's rule in every mode: local job folders are named by it too
             check_job_name(job_name)
-        logs = fit_arguments.check_logs(logs)
-        self._experiment_config = fit_arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
+        logs = arguments.check_logs(logs)
+        self._experiment_config = arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
         if self.is_cloud:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
-        mode = docker if self._kind is InstanceKind.LOCAL_DOCKER else process
-        self.latest_training_job = mode.run(self, inputs, wait=wait, logs=logs, job_name=job_name)
+        run = self._run_in_docker if self._kind is InstanceKind.LOCAL_DOCKER else self._run_in_process
+        self.latest_training_job = run(inputs, wait=wait, logs=logs, job_name=job_name)
         if wait:
             self.latest_training_job.wait(logs=False)
         return None
 
+    def _run_in_process(self, inputs, *, wait: bool, logs: bool, job_name: str | None) -> LocalJob:
+        """``local_process``: check the inputs, build the request, hand it to :mod:`~sagemaker_tc.sdk.modes.process`.
+
+        Raises:
+            ChannelNotFoundError: an input is missing or has a bad name (before the job folder exists).
+            EstimatorArgumentError: a local compile cache overlapping a channel's folder; see
+                :func:`~sagemaker_tc.sdk.modes.process.run`.
+        """
+        channels = estimator_channels(self, inputs, cloud=False)
+        cache = self.compiler_config.cache if self.compiler_enabled and self.compiler_config else None
+        check_cache_apart_from_channels(cache, channels)
+        job_name = job_name or make_job_name(self.base_job_name)
+        request = self._build_request(job_name, channels)
+        return process.run(request, self.source, inject_launcher=self.compiler_enabled, wait=wait, logs=logs)
+
+    def _run_in_docker(self, inputs, *, wait: bool, logs: bool, job_name: str | None) -> LocalJob:
+        """``local`` / ``local_gpu``: check the inputs and Docker, build the request, hand it to
+        :mod:`~sagemaker_tc.sdk.modes.docker`.
+
+        Raises:
+            ChannelNotFoundError: an input is missing or has a bad name.
+            DockerNotAvailableError: no docker CLI, engine or compose (checked before any code is staged).
+            UnsupportedImageError: no stock DLC for the versions (without ``image_uri``).
+        """
+        channels = estimator_channels(self, inputs, cloud=False)
+        docker.check_docker()  # before any work: a clear error when Docker is missing
+        image_uri = self.image_uri or self.training_image_uri(docker.region_for_local())
+        job_name = job_name or make_job_name(self.base_job_name)
+        request = self._build_request(job_name, channels, image_uri=image_uri)
+        job_dir = local_process.local_path(self.output_path) / job_name
+        return docker.run(
+            request, self.source, inject_launcher=self.compiler_enabled, job_dir=job_dir, wait=wait, logs=logs
+        )
+
     def _fit_cloud(self, inputs, *, wait: bool, logs: bool, job_name: str | None) -> None:
-        target = training_job.prepare(self, inputs, job_name=job_name)
+        """A SageMaker job (or, under a ``PipelineSession``, a pipeline step): the mode
+        (:mod:`~sagemaker_tc.sdk.modes.training_job`) resolves where it runs, the estimator builds the
+        request, the mode uploads the code and starts the job (or hands the request to the step)."""
+        channels = estimator_channels(self, inputs, cloud=True)
+        job = training_job.CloudArguments(
+            role=self.role,
+            session=self.sagemaker_session,
+            instance_type=self.instance_type,
+            hyperparameters=self.hyperparameters(),
+            output_path=self.output_path,
+            base_job_name=self.base_job_name,
+            code_location=self.code_location,
+            settings=self.settings,
+            image_for_region=self.training_image_uri,
+            source=self.source,
+            inject_launcher=self.compiler_enabled,
+        )
+        target = training_job.prepare(channels, job, job_name=job_name)
+        request = self._build_request(
+            target.job_name,
+            target.channels,
+            image_uri=target.image_uri,
+            output_path=target.output_path,
+            region=target.region,
+        )
         if target.in_pipeline:
             # Building a pipeline definition: the step reads the request back from session.context.
-            pipeline.hand_over(self, target)
+            pipeline.hand_over(request, job, target)
             return
-        self.latest_training_job = training_job.start(self, target)
+        self.latest_training_job = training_job.start(request, job, target)
         if wait:
             self.latest_training_job.wait(logs=logs)
 
     # SageMaker Pipelines (sagemaker-core's retrieve_caller_name) recognise a training job producer by a
     # ``train`` method and a ``training_image`` attribute; TrainingStep then reads the request fit() built.
     train = fit
+
+    @property
+    def source_code(self):
+        """The code as sagemaker-core's ``SourceCode`` (Pipelines hash it to decide step caching)."""
+        from sagemaker.core.training.configs import SourceCode
+
+        if self.source.root is None:
+            return SourceCode(entry_script=str(self.source.entry_file))
+        return SourceCode(source_dir=str(self.source.root), entry_script=self.source.entry_point)
+
+    @property
+    def training_image(self) -> str | None:
+        """The training image the cloud job uses (``image_uri``, or the stock DLC resolved at ``fit()``)."""
+        return self.image_uri
+
+    def wait(self, logs: bool = True) -> None:
+        """Wait for the latest job started with ``fit(wait=False)`` (a SageMaker job, or a local
+        one: ``local_process``, ``local``, ``local_gpu``). ``model_data`` reads the job, so waiting
+        through ``latest_training_job.wait()`` or boto3's waiter sets it too.
+
+        Raises:
+            EstimatorArgumentError: no job was started.
+            TrainingJobFailedError: the job failed, or was stopped at its ``max_run`` (carries its
+                FailureReason); a job stopped with ``latest_training_job.stop()`` raises nothing.
+        """
+        if self.latest_training_job is None:
+            raise EstimatorArgumentError("no training job to wait for: call fit(..., wait=False) first")
+        self.latest_training_job.wait(logs=logs)
+
+    def logs(self) -> None:
+        """Show the latest job's log on stdout and follow it until the job ends (SDK v2's ``estimator.logs()``).
+
+        Raises:
+            EstimatorArgumentError: no job was started.
+            TrainingJobFailedError: the job failed, or was stopped at its ``max_run``.
+        """
+        if self.latest_training_job is None:
+            raise EstimatorArgumentError("no training job to show the log of: call fit() first")
+        self.latest_training_job.wait(logs=True)
+
+    @property
+    def model_data(self) -> str | None:
+        """URI of the latest job's ``model.tar.gz``, as SDK v2's estimator read it: from the job itself
+        (DescribeTrainingJob's ``ModelArtifacts.S3ModelArtifacts`` on SageMaker, the ``file://``
+        artifact locally), however its end was waited for. None before ``fit()`` and while the job
+        has no model yet."""
+        job = self.latest_training_job
+        return None if job is None else job.model_data
+
+    @property
+    def sagemaker_session(self):
+        """The session given, else (as SDK v2) a default one, made when first read for a SageMaker
+        job: a sagemaker-core ``Session`` with SDK v2's ``logs_for_job`` (:class:`cloud.Session`).
+        None in local modes without one (they need no AWS session), and while no AWS region is
+        configured (``fit()`` then refuses the job after checking its arguments).
+
+        Raises:
+            EstimatorArgumentError: the given value is neither a sagemaker-core nor a boto3 session.
+        """
+        if self._sagemaker_session is None and self.is_cloud:
+            try:
+                self._sagemaker_session = cloud.resolve_session(None)
+            except ValueError:  # no region configured: fit() checks its arguments first, then says so
+                return None
+        return self._sagemaker_session
+
+    @sagemaker_session.setter
+    def sagemaker_session(self, value) -> None:
+        self._sagemaker_session = value
+
+    def deploy(self, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's ``deploy()``: refused, with the three sagemaker-core calls that host ``model_data``.
+
+        Raises:
+            EstimatorArgumentError: always; the message shows the way to deploy.
+        """
+        raise EstimatorArgumentError(_DEPLOY_HELP.format(method="deploy"))
+
+    def create_model(self, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's ``create_model()``: refused like :meth:`deploy`, with the way to do it.
+
+        Raises:
+            EstimatorArgumentError: always; the message shows the way to deploy.
+        """
+        raise EstimatorArgumentError(_DEPLOY_HELP.format(method="create_model"))
+
+    @classmethod
+    def attach(cls, training_job_name: str, sagemaker_session: Any = None):
+        """Attach to an existing SageMaker training job by name: an estimator of this class rebuilt
+        from the job, as SDK v2 returned (:mod:`sagemaker_tc.sdk.attach`); ``latest_training_job`` is
+        the job's handle (``status``, ``describe()``, ``wait()``, ``stop()``). ``fit()`` on it is refused
+        (its local code is not known).
+
+        Raises:
+            EstimatorArgumentError: no such job in the session's account and region.
+        """
+        from sagemaker_tc.sdk.attach import attached
+
+        return attached(cls, cloud.attach(training_job_name, sagemaker_session))
 
 
 class HuggingFace(_FrameworkEstimator):
@@ -416,7 +596,7 @@ class HuggingFace(_FrameworkEstimator):
         transformers_version, pytorch_version, py_version: the DLC versions (used to pick the
             training image on SageMaker; ``local_process`` runs this host's Python).
 
-    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.positional.HUGGINGFACE_ORDER`);
+    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.signature.HUGGINGFACE_ORDER`);
     a single one is the entry point.
     """
 
@@ -462,7 +642,7 @@ class PyTorch(_FrameworkEstimator):
         framework_version, py_version: the DLC versions (used to pick the training image on
             SageMaker; ``local_process`` runs this host's Python).
 
-    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.positional.PYTORCH_ORDER`).
+    Positional arguments follow SDK v2's order (:data:`~sagemaker_tc.sdk.signature.PYTORCH_ORDER`).
     """
 
     _default_base_job_name = "pytorch-training"

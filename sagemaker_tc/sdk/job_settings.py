@@ -2,7 +2,8 @@
 
 Each is checked at construction against CreateTrainingJob's own limits
 (:mod:`sagemaker_tc.sdk.api_limits`) and reaches the request as SDK v2 sends it, in sagemaker-core
-shapes (:meth:`JobSettings.apply`). In local modes the cloud-only ones are accepted and logged once
+shapes (:func:`sagemaker_tc.sdk.settings_request.apply_settings`, which reads :class:`JobSettings`;
+this module never imports it). In local modes the cloud-only ones are accepted and logged once
 as applying on SageMaker only, so the same notebook runs locally first.
 """
 
@@ -175,12 +176,6 @@ class JobSettings:
         return [
             name for name in self.values if name not in _LOCAL_TOO or (name == "debugger_hook_config" and hook_given)
         ]
-
-    def apply(self, request, *, cloud: bool, region: str | None = None):
-        """The request with these settings in it (cloud jobs: every field; locally: the log level)."""
-        from sagemaker_tc.sdk.settings_request import apply_settings
-
-        return apply_settings(request, self, cloud=cloud, region=region)
 
 
 def check_job_settings(

@@ -1,5 +1,5 @@
 """SageMaker's training job statuses, and the one rule for which endings ``wait()`` raises on, shared by
-the ``local_process`` job (:class:`~sagemaker_tc.sdk.local_job.LocalJob`) and the SageMaker one
+the ``local_process`` job (:class:`~sagemaker_tc.sdk.local.job.LocalJob`) and the SageMaker one
 (:class:`~sagemaker_tc.sdk.cloud.CloudJob`).
 
 The values are DescribeTrainingJob's ``TrainingJobStatus`` and ``SecondaryStatus`` (SageMaker API

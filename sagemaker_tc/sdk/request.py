@@ -10,7 +10,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from sagemaker.core.shapes import (
@@ -259,3 +259,13 @@ def build_request(
             CheckpointConfig(s3_uri=checkpoint_s3_uri, local_path=checkpoint_local_path) if checkpoint_s3_uri else None
         ),
     )
+
+
+def with_submit_directory(request: TrainingJobRequest, submit_directory: str) -> TrainingJobRequest:
+    """``request`` with the toolkit's ``sagemaker_submit_directory`` set to where a run mode staged the
+    code (an archive path, a ``file://`` folder or an ``s3://`` URI); every other field unchanged."""
+    hyperparameters = dict(request.hyper_parameters)
+    hyperparameters.update(
+        encode_hyperparameters({contract.HP_SUBMIT_DIRECTORY: submit_directory}, allow_reserved=True)
+    )
+    return replace(request, hyper_parameters=hyperparameters)

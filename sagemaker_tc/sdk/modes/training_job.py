@@ -1,14 +1,16 @@
 """``ml.*`` instance types: a SageMaker training job, created through sagemaker-core.
 
-:func:`prepare` does every check and look-up a job and a pipeline step share (channels, role,
-session, region, image, job name, bucket) before anything is uploaded; :func:`start` uploads the
+:func:`prepare` does every check and look-up a job and a pipeline step share (role, session,
+region, image, job name, bucket) before anything is uploaded, from the estimator's values
+(:class:`CloudArguments`); the estimator then builds the request, and :func:`start` uploads the
 source and creates the job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 from sagemaker.core.workflow.pipeline_context import PipelineSession
@@ -16,13 +18,42 @@ from sagemaker.core.workflow.pipeline_context import PipelineSession
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import cloud
 from sagemaker_tc.sdk.arguments import check_role
-from sagemaker_tc.sdk.channels import check_file_system_vpc, estimator_channels, is_pipeline_channel
+from sagemaker_tc.sdk.channels import check_file_system_vpc, is_pipeline_channel
 from sagemaker_tc.sdk.hyperparameters import is_pipeline_variable
-from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name
-from sagemaker_tc.sdk.source import archive_digest, staged_archive
+from sagemaker_tc.sdk.job_settings import JobSettings
+from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name, with_submit_directory
+from sagemaker_tc.sdk.source import SourceSpec, archive_digest, staged_archive
 
-if TYPE_CHECKING:
-    from sagemaker_tc.sdk.estimator import _FrameworkEstimator
+
+@dataclass(frozen=True)
+class CloudArguments:
+    """The estimator's values a cloud job (or pipeline step) reads, all checked at construction.
+
+    Attributes:
+        role: the IAM role (checked here: a cloud job needs one).
+        session: the estimator's ``sagemaker_session`` (None: a default one is made).
+        instance_type: the instance type (a pipeline variable only under a ``PipelineSession``).
+        hyperparameters: the job's hyperparameters as sent (pipeline variables are refused outside a pipeline).
+        output_path: the estimator's ``output_path`` (None: the session's default bucket).
+        base_job_name: the job name's base (and, in pipelines, the code's key prefix).
+        code_location: SDK v2's ``code_location`` (None: the output path's bucket).
+        settings: SDK v2's job settings (``subnets``, ``output_kms_key`` are read here).
+        image_for_region: region -> the training image (``image_uri``, else the stock DLC).
+        source: the code to ship.
+        inject_launcher: ship the compiler's launcher with the code (the compiler is on).
+    """
+
+    role: str | None
+    session: Any
+    instance_type: Any
+    hyperparameters: dict[str, Any]
+    output_path: Any
+    base_job_name: str
+    code_location: str | None
+    settings: JobSettings
+    image_for_region: Callable[[str], str]
+    source: SourceSpec
+    inject_launcher: bool
 
 
 @dataclass(frozen=True)
@@ -57,32 +88,33 @@ class CloudTarget:
     code_kms_key: str | None = None
 
 
-def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> CloudTarget:
+def prepare(channels: dict[str, Any], job: CloudArguments, *, job_name: str | None) -> CloudTarget:
     """Check and resolve everything a cloud job needs, uploading nothing.
 
+    Args:
+        channels: the checked ``fit()`` inputs (channel name -> ``s3://`` URI or ``Channel`` shape).
+
     Raises:
-        ChannelNotFoundError: an input is not an ``s3://`` URI or has a bad name; a file-system
-            channel without ``subnets``.
+        ChannelNotFoundError: a file-system channel without ``subnets``.
         EstimatorArgumentError: no role or not a role ARN; a bad session; a pipeline variable
             (instance type, input, hyperparameter, output path) outside a ``PipelineSession``.
         UnsupportedImageError: no stock DLC image for the versions (without ``image_uri``).
     """
-    channels = estimator_channels(estimator, inputs, cloud=True)
-    check_file_system_vpc(channels, estimator.settings.get("subnets"))
-    check_role(estimator.role)
-    session = cloud.resolve_session(estimator.sagemaker_session)
+    check_file_system_vpc(channels, job.settings.get("subnets"))
+    check_role(job.role)
+    session = cloud.resolve_session(job.session)
     in_pipeline = isinstance(session, PipelineSession)
-    if isinstance(estimator.instance_type, PipelineVariable) and not in_pipeline:
+    if isinstance(job.instance_type, PipelineVariable) and not in_pipeline:
         raise EstimatorArgumentError(
             "instance_type is a pipeline parameter: build the step under a PipelineSession "
             "(sagemaker_session=PipelineSession()), or pass a plain instance type string"
         )
     if not in_pipeline:
-        _refuse_pipeline_variables(estimator, channels)
+        _refuse_pipeline_variables(job, channels)
     region = session.boto_region_name
-    image_uri = estimator.image_uri or estimator.training_image_uri(region)
-    job_name = job_name or make_job_name(estimator.base_job_name)
-    bucket, output_path, code_prefix, code_kms_key = _where_things_go(estimator, session)
+    image_uri = job.image_for_region(region)
+    job_name = job_name or make_job_name(job.base_job_name)
+    bucket, output_path, code_prefix, code_kms_key = _where_things_go(job, session)
     return CloudTarget(
         session=session,
         in_pipeline=in_pipeline,
@@ -97,13 +129,13 @@ def prepare(estimator: _FrameworkEstimator, inputs, *, job_name: str | None) -> 
     )
 
 
-def _refuse_pipeline_variables(estimator: _FrameworkEstimator, channels: dict[str, Any]) -> None:
+def _refuse_pipeline_variables(job: CloudArguments, channels: dict[str, Any]) -> None:
     """Outside a pipeline: refuse the pipeline variables among the inputs, hyperparameters and output path."""
     variables = [f"input channel {name}" for name, channel in channels.items() if is_pipeline_channel(channel)]
     variables += [
-        f"hyperparameter {name}" for name, value in estimator.hyperparameters().items() if is_pipeline_variable(value)
+        f"hyperparameter {name}" for name, value in job.hyperparameters.items() if is_pipeline_variable(value)
     ]
-    variables += ["output_path"] if is_pipeline_variable(estimator.output_path) else []
+    variables += ["output_path"] if is_pipeline_variable(job.output_path) else []
     if variables:
         raise EstimatorArgumentError(
             f"{', '.join(variables)}: pipeline variables; build the step under a PipelineSession "
@@ -111,7 +143,7 @@ def _refuse_pipeline_variables(estimator: _FrameworkEstimator, channels: dict[st
         )
 
 
-def _where_things_go(estimator: _FrameworkEstimator, session) -> tuple[str, Any, str, str | None]:
+def _where_things_go(job: CloudArguments, session) -> tuple[str, Any, str, str | None]:
     """``(code bucket, output path, code key prefix, code KMS key)``, as SDK v2 chose them.
 
     The output goes to ``output_path``, else the session's default bucket (which asks STS for the
@@ -119,8 +151,8 @@ def _where_things_go(estimator: _FrameworkEstimator, session) -> tuple[str, Any,
     path's bucket, or ``code_location``. The code is encrypted with ``output_kms_key`` unless it goes to
     another bucket than the output (or the output path is a pipeline variable: the default bucket).
     """
-    output_path, code_prefix = estimator.output_path, ""
-    kms_key = estimator.settings.get("output_kms_key")
+    output_path, code_prefix = job.output_path, ""
+    kms_key = job.settings.get("output_kms_key")
     default_prefix = (getattr(session, "default_bucket_prefix", None) or "").strip("/")
     if is_pipeline_variable(output_path):
         bucket, code_prefix, kms_key = session.default_bucket(), default_prefix, None
@@ -129,45 +161,41 @@ def _where_things_go(estimator: _FrameworkEstimator, session) -> tuple[str, Any,
     else:
         bucket, code_prefix = session.default_bucket(), default_prefix
         output_path = f"s3://{bucket}/{code_prefix}/" if code_prefix else f"s3://{bucket}/"
-    if estimator.code_location:  # SDK v2: <code_location>/<job name>/source/sourcedir.tar.gz
+    if job.code_location:  # SDK v2: <code_location>/<job name>/source/sourcedir.tar.gz
         output_bucket = bucket
-        bucket, _, code_prefix = estimator.code_location.removeprefix("s3://").partition("/")
-        kms_key = estimator.settings.get("output_kms_key") if bucket == output_bucket else None
+        bucket, _, code_prefix = job.code_location.removeprefix("s3://").partition("/")
+        kms_key = job.settings.get("output_kms_key") if bucket == output_bucket else None
     return bucket, output_path, code_prefix.strip("/"), kms_key
 
 
-def upload_and_build(estimator: _FrameworkEstimator, target: CloudTarget, *, content_named: bool) -> TrainingJobRequest:
-    """Upload ``sourcedir.tar.gz`` and build the job's request.
+def upload_source(
+    request: TrainingJobRequest, job: CloudArguments, target: CloudTarget, *, content_named: bool
+) -> TrainingJobRequest:
+    """Upload ``sourcedir.tar.gz``; returns ``request`` pointed at it.
 
     Args:
+        request: the job's request, built by the estimator from ``target``.
         content_named: upload under ``<base_job_name>/code/<sha256 of the archive>`` (pipeline
             definitions: the same code gives the same URI), else under ``<job name>/source`` (SDK v2's
             layout); both under ``code_location``'s prefix when it is given.
     """
-    with staged_archive(estimator.source, inject_launcher=estimator.compiler_enabled) as archive:
+    with staged_archive(job.source, inject_launcher=job.inject_launcher) as archive:
         if content_named:
-            key_prefix = f"{estimator.base_job_name}/code/{archive_digest(archive)}"
+            key_prefix = f"{job.base_job_name}/code/{archive_digest(archive)}"
         else:
             key_prefix = f"{target.job_name}/source"
         key_prefix = "/".join(part for part in (target.code_prefix, key_prefix) if part)
         submit_directory = cloud.upload_source(
             target.session, archive, bucket=target.bucket, key_prefix=key_prefix, kms_key=target.code_kms_key
         )
-    return estimator._build_request(
-        target.job_name,
-        target.channels,
-        submit_directory,
-        image_uri=target.image_uri,
-        output_path=target.output_path,
-        region=target.region,
-    )
+    return with_submit_directory(request, submit_directory)
 
 
-def start(estimator: _FrameworkEstimator, target: CloudTarget) -> cloud.CloudJob:
+def start(request: TrainingJobRequest, job: CloudArguments, target: CloudTarget) -> cloud.CloudJob:
     """Upload the source and create the training job; returns its handle (the job runs on).
 
     Raises:
         botocore.exceptions.ClientError: S3 or SageMaker refused the upload or the request.
     """
-    request = upload_and_build(estimator, target, content_named=False)
+    request = upload_source(request, job, target, content_named=False)
     return cloud.create_job(request, target.session)

@@ -1,7 +1,7 @@
 """``Compute(instance_type="local_process")`` for SDK v3's ModelTrainer: the job on this machine, no Docker.
 
 The same compiler driver a SageMaker job runs (:mod:`sagemaker_tc.container.modeltrainer`), in the
-same job layout as the estimators' ``local_process`` (:mod:`sagemaker_tc.sdk.local_process`: one
+same job layout as the estimators' ``local_process`` (:mod:`sagemaker_tc.sdk.local.process`: one
 ``/opt/ml``-style folder per host, channels linked, artifacts tarred, a failed host failing the
 job), laid out as ModelTrainer's container sees it: the code in ``input/data/code``, the driver in
 ``input/data/sm_drivers/distributed_drivers``, and the environment sagemaker-train's
@@ -25,18 +25,18 @@ from sagemaker.core.shapes import Channel
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import ChannelNotFoundError
-from sagemaker_tc.sdk import local_process
 from sagemaker_tc.sdk.channels import check_channels
-from sagemaker_tc.sdk.local_checkpoints import check_local_checkpoints, is_synced_locally
-from sagemaker_tc.sdk.local_hosts import HostCommand, free_port
-from sagemaker_tc.sdk.local_process import LocalJobResult, local_path
+from sagemaker_tc.sdk.local import process as local_process
+from sagemaker_tc.sdk.local.checkpoints import check_local_checkpoints, is_synced_locally
+from sagemaker_tc.sdk.local.hosts import HostCommand, free_port
+from sagemaker_tc.sdk.local.process import LocalJobResult, local_path
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name
 from sagemaker_tc.sdk.source_tree import JOB_FOLDER_MARKER, copy_entries
 from sagemaker_tc.sdk.v3 import checks
 from sagemaker_tc.sdk.v3.driver import driver_folder
 
-if TYPE_CHECKING:
-    from sagemaker_tc.sdk.v3.trainer import ModelTrainer
+if TYPE_CHECKING:  # run() reads sagemaker-train's own fields only: never sagemaker_tc's subclass (it calls run())
+    from sagemaker.train.model_trainer import ModelTrainer
 
 logger = logging.getLogger(__name__)
 NETWORK_INTERFACE = "lo"  # what local_process's resourceconfig.json names
@@ -67,7 +67,7 @@ def input_channels(*configs: list[Any] | None) -> dict[str, str]:
 def checkpoint_location(trainer: ModelTrainer) -> tuple[str | None, str | None]:
     """``(location, container folder)`` of the trainer's ``CheckpointConfig`` that this job syncs, as
     the estimators' ``checkpoint_s3_uri``/``checkpoint_local_path`` in ``local_process``
-    (:mod:`~sagemaker_tc.sdk.local_checkpoints`): a local folder (``file://`` URI or path) is synced
+    (:mod:`~sagemaker_tc.sdk.local.checkpoints`): a local folder (``file://`` URI or path) is synced
     with each host's folder; an ``s3://`` one, and managed spot training, apply on SageMaker only (logged).
 
     Raises:

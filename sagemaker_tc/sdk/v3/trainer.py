@@ -36,10 +36,11 @@ from sagemaker_tc.errors import (
     SagemakerTCError,
     TrainingJobFailedError,
 )
-from sagemaker_tc.sdk import _internals, arguments, local_docker
+from sagemaker_tc.sdk import _internals, arguments
 from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
-from sagemaker_tc.sdk.local_process import LocalJobResult
+from sagemaker_tc.sdk.local import docker as local_docker
+from sagemaker_tc.sdk.local.process import LocalJobResult
 from sagemaker_tc.sdk.v3 import checks
 
 _SECRET_ARGUMENTS = ("environment", "hyperparameters")

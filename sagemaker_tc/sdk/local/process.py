@@ -6,7 +6,7 @@ the real sagemaker-training toolkit's ``train`` in a subprocess with ``SAGEMAKER
 ``SM_STUDIO_LOCAL_MODE=true``, streams its log live, then writes ``model.tar.gz`` (the ``model/``
 folder) and ``output.tar.gz`` (the ``output/data/`` folder) under ``<output_path>/<job name>/output/``,
 also when the job failed or was stopped, so nothing it produced is lost. A job is stopped as SageMaker
-stops one (:mod:`~sagemaker_tc.sdk.local_stop`); :class:`~sagemaker_tc.sdk.local_job.LocalJob` is its handle.
+stops one (:mod:`~sagemaker_tc.sdk.local.stop`); :class:`~sagemaker_tc.sdk.local.job.LocalJob` is its handle.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from urllib.parse import unquote, urlparse
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
-from sagemaker_tc.sdk import job_namespace
-from sagemaker_tc.sdk.local_checkpoints import checkpoint_sync, is_synced_locally, relation
-from sagemaker_tc.sdk.local_hosts import HostCommand, LastException, first_failure, free_port, run_hosts
-from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest, stop_grace_s
+from sagemaker_tc.sdk.local import namespace as job_namespace
+from sagemaker_tc.sdk.local.checkpoints import checkpoint_sync, is_synced_locally, relation
+from sagemaker_tc.sdk.local.hosts import HostCommand, LastException, first_failure, free_port, run_hosts
+from sagemaker_tc.sdk.local.stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
 logger = logging.getLogger(__name__)
@@ -195,15 +195,15 @@ def run_job(
     (``SM_TC_MASTER_ADDR``/``SM_TC_MASTER_PORT`` give torchrun's rendezvous). Artifacts go to
     ``<output_path>/<job name>/output/{model,output}.tar.gz`` from ``algo-1`` (where rank 0 runs).
 
-    The job fails as a whole: when a host fails, the others get ``local_hosts.FAILED_HOST_GRACE_SECONDS`` to
+    The job fails as a whole: when a host fails, the others get ``hosts.FAILED_HOST_GRACE_SECONDS`` to
     end on their own, then are stopped and their ``output/failure`` names the failed host. A
     ``stop`` request (from another thread), or ``StoppingCondition.MaxRuntimeInSeconds`` passing,
     stops every host as SageMaker does: SIGTERM, a grace period (120 s; ``SM_TC_STOP_GRACE_S``),
-    SIGKILL (:mod:`~sagemaker_tc.sdk.local_stop`); the job ends ``Stopped`` with what it wrote.
+    SIGKILL (:mod:`~sagemaker_tc.sdk.local.stop`); the job ends ``Stopped`` with what it wrote.
 
     Each host runs in its own mount namespace where ``/opt/ml`` is its job folder, and a
     ``CheckpointConfig`` syncs a local folder with each host's checkpoint folder (see
-    :mod:`~sagemaker_tc.sdk.job_namespace` and :mod:`~sagemaker_tc.sdk.local_checkpoints`).
+    :mod:`~sagemaker_tc.sdk.local.namespace` and :mod:`~sagemaker_tc.sdk.local.checkpoints`).
 
     Args:
         request: the job; its ``output_data_config.s3_output_path`` must be local.
@@ -320,7 +320,7 @@ def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path
 
 
 def _checkpoint_sync(request: TrainingJobRequest, job_dirs: dict[str, Path]) -> AbstractContextManager:
-    """The job's checkpoint sync (:mod:`~sagemaker_tc.sdk.local_checkpoints`), or nothing to do without one.
+    """The job's checkpoint sync (:mod:`~sagemaker_tc.sdk.local.checkpoints`), or nothing to do without one.
 
     Raises:
         EstimatorArgumentError: the checkpoint location is, holds or lies inside a channel's folder.

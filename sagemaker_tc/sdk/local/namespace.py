@@ -39,8 +39,8 @@ from urllib.parse import unquote, urlparse
 from sagemaker_tc import contract
 from sagemaker_tc.errors import EstimatorArgumentError, OptMlNotMappedWarning, OptMlUnavailableError
 from sagemaker_tc.paths import unwritable_reason
-from sagemaker_tc.sdk.local_checkpoints import is_synced_locally
-from sagemaker_tc.sdk.local_hosts import HostCommand
+from sagemaker_tc.sdk.local.checkpoints import is_synced_locally
+from sagemaker_tc.sdk.local.hosts import HostCommand
 from sagemaker_tc.sdk.request import TrainingJobRequest
 from sagemaker_tc.warn import warn_user
 

@@ -4,8 +4,8 @@
 It has the methods of the SageMaker job's handle (:class:`~sagemaker_tc.sdk.cloud.CloudJob`), with
 the same meaning: ``wait(logs=...)``, ``stop()``, ``describe()`` (DescribeTrainingJob's field names
 and statuses) and ``logs()``. ``fit(wait=False)`` runs the job in a background thread, through the
-same code as ``fit()`` in the foreground (:meth:`~sagemaker_tc.sdk.local_process.PreparedJob.run`, or
-for Docker local mode :meth:`~sagemaker_tc.sdk.local_docker_job.DockerJob.run`).
+same code as ``fit()`` in the foreground (:meth:`~sagemaker_tc.sdk.local.process.PreparedJob.run`, or
+for Docker local mode :meth:`~sagemaker_tc.sdk.local.docker_job.DockerJob.run`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import job_status
-from sagemaker_tc.sdk.local_process import LocalJobResult, PreparedJob
-from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest, check_grace
+from sagemaker_tc.sdk.local.process import LocalJobResult, PreparedJob
+from sagemaker_tc.sdk.local.stop import REQUESTED, StopRequest, check_grace
 
 if TYPE_CHECKING:
-    from sagemaker_tc.sdk.local_docker_job import DockerJob
+    from sagemaker_tc.sdk.local.docker_job import DockerJob
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ of every host, a grace period, then SIGKILL for what is left.
 SageMaker takes this one route for ``StopTrainingJob`` and for ``StoppingCondition.MaxRuntimeInSeconds``
 (the ``StoppingCondition`` API reference: "SageMaker sends the algorithm the SIGTERM signal, which
 delays job termination for 120 seconds"). A :class:`StopRequest` carries the request from the job's
-handle (:meth:`~sagemaker_tc.sdk.local_job.LocalJob.stop`) or from the ``max_run`` clock to the thread
-that watches the hosts (:mod:`~sagemaker_tc.sdk.local_hosts`).
+handle (:meth:`~sagemaker_tc.sdk.local.job.LocalJob.stop`) or from the ``max_run`` clock to the thread
+that watches the hosts (:mod:`~sagemaker_tc.sdk.local.hosts`).
 
 Which processes: each host is started in its own process group (the toolkit, the user's script,
 torchrun's agent), but torchrun starts each rank in a session of its own

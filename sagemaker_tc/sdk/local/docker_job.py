@@ -1,5 +1,5 @@
 """Docker local mode (``instance_type="local"`` / ``"local_gpu"``) jobs behind the same handle as
-``local_process`` ones (:class:`~sagemaker_tc.sdk.local_job.LocalJob`): ``fit(wait=False)``, then
+``local_process`` ones (:class:`~sagemaker_tc.sdk.local.job.LocalJob`): ``fit(wait=False)``, then
 ``wait()``, ``stop()``, ``describe()`` and ``logs()`` with SageMaker's statuses.
 
 sagemaker-core's local engine runs ``docker compose up --abort-on-container-exit`` and blocks until
@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from sagemaker_tc.sdk import _internals, job_status, local_docker
-from sagemaker_tc.sdk.local_hosts import MAX_RUNTIME_PREFIX
-from sagemaker_tc.sdk.local_process import LocalJobResult, local_path
-from sagemaker_tc.sdk.local_stop import REQUESTED, StopRequest, stop_grace_s
+from sagemaker_tc.sdk import _internals, job_status
+from sagemaker_tc.sdk.local import docker as local_docker
+from sagemaker_tc.sdk.local.hosts import MAX_RUNTIME_PREFIX
+from sagemaker_tc.sdk.local.process import LocalJobResult, local_path
+from sagemaker_tc.sdk.local.stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
 logger = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def _compose(prefix: list[str], compose_file: Path, *arguments: str, timeout: fl
 
 @dataclass
 class DockerJob:
-    """A Docker local mode job ready to start, for :class:`~sagemaker_tc.sdk.local_job.LocalJob`.
+    """A Docker local mode job ready to start, for :class:`~sagemaker_tc.sdk.local.job.LocalJob`.
 
     Attributes:
         request: the job (``file://`` code, channels and output path).

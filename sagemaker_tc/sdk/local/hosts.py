@@ -1,8 +1,8 @@
 """The hosts of a docker-free (``local_process``) job: start each one's process, stream its log,
 wait for all of them, stop the rest when one fails, and stop them all when asked or when the job
-runs past its ``max_run`` (SIGTERM, a grace period, SIGKILL: :mod:`~sagemaker_tc.sdk.local_stop`).
+runs past its ``max_run`` (SIGTERM, a grace period, SIGKILL: :mod:`~sagemaker_tc.sdk.local.stop`).
 
-:func:`sagemaker_tc.sdk.local_process.run_job` lays out the job folders and calls :func:`run_hosts`;
+:func:`sagemaker_tc.sdk.local.process.run_job` lays out the job folders and calls :func:`run_hosts`;
 how a host starts (the toolkit for the estimators, the compiler driver for SDK v3's ModelTrainer)
 is a :class:`HostCommand`.
 """
@@ -21,7 +21,7 @@ from typing import TextIO
 
 from sagemaker_tc import contract
 from sagemaker_tc.sdk.job_status import MAX_RUNTIME_EXCEEDED
-from sagemaker_tc.sdk.local_stop import StopRequest, kill, live_groups, terminate
+from sagemaker_tc.sdk.local.stop import StopRequest, kill, live_groups, terminate
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def run_hosts(
     """Start every host, stream its log to ``sink``, and wait for all of them; returns each exit code.
     ``exceptions`` (when given) gets each host's :class:`LastException`.
 
-    ``stop`` (a :class:`~sagemaker_tc.sdk.local_stop.StopRequest`, set from another thread) stops
+    ``stop`` (a :class:`~sagemaker_tc.sdk.local.stop.StopRequest`, set from another thread) stops
     the job as SageMaker does: SIGTERM to every process of every host, ``stop.grace_s`` for them to
     end, then SIGKILL. The job runs past ``max_run`` seconds: the same stop, as ``MaxRuntimeExceeded``.
     """
