@@ -8,13 +8,16 @@ SDK side imports this module without torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.errors import InternalAPIMissing
 
+if TYPE_CHECKING:
+    from sagemaker.core.workflow.pipeline_context import PipelineSession
+
 
 # -- sagemaker-core ------------------------------------------------------------------------------------
-def hand_request_to_pipeline(session: Any, request: dict[str, Any]) -> None:
+def hand_request_to_pipeline(session: PipelineSession, request: dict[str, Any]) -> None:
     """Hand a CreateTrainingJob request to a SageMaker Pipelines step instead of creating the job.
 
     ``PipelineSession._intercept_create_request(request, None, "train")`` stores the request in

@@ -12,18 +12,25 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import job_status
 from sagemaker_tc.sdk.request import TrainingJobRequest, check_job_name
 
 logger = logging.getLogger(__name__)
+
+SageMakerSession: TypeAlias = Any
+"""A SageMaker Python SDK session as a user passes one: sagemaker-core's ``Session`` (or its
+``PipelineSession``, ``LocalSession``), SDK v2's, or a boto3 ``Session`` (:func:`resolve_session`
+takes each). Typed loosely: the SDK side imports none of them until it needs AWS."""
 # Where SageMaker training jobs write their log (one stream per host: "<job name>/algo-N-<epoch seconds>").
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 
-def logs_for_job(session: Any, job_name: str, wait: bool = False, poll: int = 10, log_type: str = "All", **_) -> None:
+def logs_for_job(
+    session: SageMakerSession, job_name: str, wait: bool = False, poll: int = 10, log_type: str = "All", **_
+) -> None:
     """Show a training job's CloudWatch log on stdout, as SDK v2's ``Session.logs_for_job``: with
     ``wait``, follow it until the job ends (raises ``TrainingJobFailedError`` if it failed); else
     print what there is now. ``log_type`` is accepted for SDK v2's calls (training jobs have one
@@ -51,7 +58,7 @@ def _session_class():
     return Session
 
 
-def resolve_session(sagemaker_session: Any = None):
+def resolve_session(sagemaker_session: SageMakerSession | None = None):
     """A sagemaker-core ``Session``: the one given, one wrapping a given ``boto3.Session``, or a new one
     from the default AWS configuration (region, credentials, ``AWS_ENDPOINT_URL``); each has SDK v2's
     ``logs_for_job`` (a given session without it gets it as an attribute, nothing else changed).
@@ -102,7 +109,7 @@ class CloudJob:
     """
 
     job_name: str
-    session: Any
+    session: SageMakerSession
 
     @property
     def name(self) -> str:
@@ -201,7 +208,7 @@ class CloudJob:
         return state.get("ModelArtifacts", {}).get("S3ModelArtifacts")
 
 
-def attach(training_job_name: str, sagemaker_session: Any = None) -> CloudJob:
+def attach(training_job_name: str, sagemaker_session: SageMakerSession | None = None) -> CloudJob:
     """The handle of an existing training job, checked to exist.
 
     Raises:

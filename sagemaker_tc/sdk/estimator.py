@@ -127,7 +127,7 @@ class _FrameworkEstimator:
         base_job_name: str | None = None,
         image_uri: str | None = None,
         metric_definitions: Sequence[Mapping[str, str]] | None = None,
-        sagemaker_session: Any = None,
+        sagemaker_session: cloud.SageMakerSession | None = None,
         max_run: int = DEFAULT_MAX_RUN_SECONDS,
         volume_size: int = 30,
         checkpoint_s3_uri: str | None = None,
@@ -572,7 +572,7 @@ class _FrameworkEstimator:
         raise EstimatorArgumentError(_DEPLOY_HELP.format(method="create_model"))
 
     @classmethod
-    def attach(cls, training_job_name: str, sagemaker_session: Any = None):
+    def attach(cls, training_job_name: str, sagemaker_session: cloud.SageMakerSession | None = None):
         """Attach to an existing SageMaker training job by name: an estimator of this class rebuilt
         from the job, as SDK v2 returned (:mod:`sagemaker_tc.sdk.attach`); ``latest_training_job`` is
         the job's handle (``status``, ``describe()``, ``wait()``, ``stop()``). ``fit()`` on it is refused

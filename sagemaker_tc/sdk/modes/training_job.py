@@ -44,7 +44,7 @@ class CloudArguments:
     """
 
     role: str | None
-    session: Any
+    session: cloud.SageMakerSession
     instance_type: Any
     hyperparameters: dict[str, Any]
     output_path: Any
@@ -76,7 +76,7 @@ class CloudTarget:
             as SDK v2: ``output_kms_key``, unless ``code_location`` is in another bucket than the output.
     """
 
-    session: Any
+    session: cloud.SageMakerSession
     in_pipeline: bool
     region: str
     image_uri: str
