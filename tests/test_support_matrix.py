@@ -22,7 +22,8 @@ ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CLOUD = {"instance_type": "ml.g5.2xlarge", "role": ROLE, "output_path": "s3://tc-bucket/jobs", "py_version": "py312"}
 TESTED_TEXT = (
     "tested: transformers 4.56.2 / torch 2.8.0 (hf-4.56-pt2.8), transformers 5.24.0 / torch 2.13.0 (dev), "
-    "transformers 5.3.0 / torch 2.9.0 (hf-5.3-pt2.9), transformers 5.3.0 / torch 2.10.0 (pt-2.10)"
+    "transformers 4.55.0 / torch 2.7.1 (hf-4.55-pt2.7), transformers 5.3.0 / torch 2.9.0 (hf-5.3-pt2.9), "
+    "transformers 5.3.0 / torch 2.10.0 (pt-2.10)"
 )
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
 
@@ -32,7 +33,13 @@ def test_the_matrix_reads_and_marks_its_lanes():
     a make test-stacks stack is tested only with its lane's committed results file."""
     matrix = support_matrix()
     assert matrix.default().name == "hf-4.56-pt2.8"
-    assert [stack.name for stack in matrix.tested()] == ["dev", "hf-4.56-pt2.8", "hf-5.3-pt2.9", "pt-2.10"]
+    assert [stack.name for stack in matrix.tested()] == [
+        "dev",
+        "hf-4.56-pt2.8",
+        "hf-4.55-pt2.7",
+        "hf-5.3-pt2.9",
+        "pt-2.10",
+    ]
     for stack in matrix.stacks:
         if stack.lane == "make test":
             assert stack.tested, stack.name
