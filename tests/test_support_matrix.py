@@ -23,7 +23,7 @@ CLOUD = {"instance_type": "ml.g5.2xlarge", "role": ROLE, "output_path": "s3://tc
 TESTED_TEXT = (
     "tested: transformers 4.56.2 / torch 2.8.0 (hf-4.56-pt2.8), transformers 5.24.0 / torch 2.13.0 (dev), "
     "transformers 4.55.0 / torch 2.7.1 (hf-4.55-pt2.7), transformers 5.3.0 / torch 2.9.0 (hf-5.3-pt2.9), "
-    "transformers 5.3.0 / torch 2.10.0 (pt-2.10)"
+    "transformers 5.3.0 / torch 2.10.0 (pt-2.10), transformers 5.17.0 / torch 2.11.0 (gpu-check)"
 )
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
 
@@ -39,6 +39,7 @@ def test_the_matrix_reads_and_marks_its_lanes():
         "hf-4.55-pt2.7",
         "hf-5.3-pt2.9",
         "pt-2.10",
+        "gpu-check",
     ]
     for stack in matrix.stacks:
         if stack.lane == "make test":
