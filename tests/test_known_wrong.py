@@ -261,3 +261,25 @@ def test_the_report_names_the_verify_test_behind_the_plan():
         },
     }
     assert decision["excluded"] == []
+
+
+def test_a_checkpointed_bert_leaves_regional_out_where_its_compiled_backward_fails():
+    """The known-broken entry (make test-stacks: torch 2.9 to 2.11 fail a checkpointed block's compiled
+    backward): it applies only with gradient checkpointing on, only in its torch range, and says it is
+    broken, not wrong."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    model = BertForSequenceClassification(
+        BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    )
+    assert "regional" not in plans_known_wrong(model, "2.10.0")
+    model.gradient_checkpointing_enable()
+    entry = plans_known_wrong(model, "2.10.0")["regional"]
+    assert entry.kind == "broken" and entry.to_dict("regional")["kind"] == "broken"
+    assert entry.feature == "gradient_checkpointing"
+    assert [("regional" in plans_known_wrong(model, v)) for v in ("2.8.0", "2.9.0", "2.11.0", "2.13.0")] == [
+        False,
+        True,
+        True,
+        False,
+    ]

@@ -1,10 +1,11 @@
-"""Numerical safety of the compile plans: which plans train which architectures wrongly, and which
-committed ``verify`` test shows each plan right.
+"""Numerical safety of the compile plans: which plans train which architectures wrongly (or fail on
+them), and which committed ``verify`` test shows each plan right.
 
 Two tables, both data, both backed by tests in ``make test``'s lanes (the dev stack and the default
 Hugging Face DLC stack, ``tests/stack_lane.py``; ``make test-stacks`` runs the others):
 
-- :data:`KNOWN_WRONG`: an architecture, the plans that train it wrongly, the torch (and, where it
+- :data:`KNOWN_WRONG`: an architecture, the plans that train it wrongly (or raise on it, the fallback
+  ending them: ``kind="broken"``), the torch (and, where it
   matters, transformers) versions it was seen on, the training feature it needs if any (gradient
   checkpointing), a one-line reason, and the test that shows it (a strict expected failure in every
   lane whose versions the entry covers: it turns red on the upgrade that fixes it, and the test runs
@@ -67,6 +68,9 @@ class KnownWrong:
         feature: a training feature the entry needs, else None (every job of the architecture):
             ``"gradient_checkpointing"`` (the model trains with it on).
         transformers: ``(first seen, fixed in)`` transformers versions, as for torch; None: any.
+        kind: ``"wrong"`` (the plan trains the architecture to other numbers than eager, silently) or
+            ``"broken"`` (the plan raises; the fallback ends it and the job trains on, at eager's
+            speed): ``auto`` leaves both out.
     """
 
     architecture: str
@@ -78,6 +82,7 @@ class KnownWrong:
     upstream_repro: str | None = None
     feature: str | None = None
     transformers: tuple[str, str | None] | None = None
+    kind: str = "wrong"
 
     def applies_to(self, torch_version: str, transformers_version: str | None = None) -> bool:
         """True for torch versions in ``[first_seen, fixed_in)`` (pre-releases of ``fixed_in`` count
@@ -97,6 +102,7 @@ class KnownWrong:
         """The report's entry for ``plan``."""
         entry = {
             "plan": plan,
+            "kind": self.kind,
             "architecture": self.architecture,
             "torch": self.torch_range(),
             "reason": self.reason,
@@ -122,6 +128,20 @@ KNOWN_WRONG: tuple[KnownWrong, ...] = (
             "device; the verify run under regional no longer hits it)"
         ),
         repro="tests/test_verify.py::test_t5_decoder_block_compiled_alone_gets_the_relative_bias_gradient",
+    ),
+    KnownWrong(
+        architecture="bert",
+        plans=("regional",),
+        first_seen="2.9.0",
+        fixed_in="2.13.0",
+        reason=(
+            "with gradient checkpointing, a compiled block's backward raises in the checkpoint's recompute "
+            "(torch.utils.checkpoint: target_frame.early_stop); the backward fallback ends the plan and the job "
+            "trains on eagerly (seen on 2.9, 2.10 and 2.11; 2.12 is no stack's, so it is kept in the range)"
+        ),
+        repro="tests/test_plan_call.py::test_a_checkpointed_block_trains_compiled_under_regional",
+        feature="gradient_checkpointing",
+        kind="broken",
     ),
 )
 """Every plan known to train an architecture wrongly (module docstring). Source: the failing
@@ -188,6 +208,16 @@ def announce(model: Any, requested: str) -> None:
         if requested == "auto":
             logger.info(
                 "plan='auto' will not try %r for %s: %s (%s)", plan, entry.architecture, entry.reason, entry.repro
+            )
+        elif requested == plan and entry.kind == "broken":
+            logger.warning(
+                "PLAN KNOWN BROKEN: plan=%r fails for %s on torch %s: %s. Running it as asked (the fallback ends it "
+                "when it fails); see %s, or use plan='auto' (it leaves this plan out)",
+                plan,
+                entry.architecture,
+                entry.torch_range(),
+                entry.reason,
+                entry.repro,
             )
         elif requested == plan:
             logger.warning(
