@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,6 +93,25 @@ def pins(entry: dict) -> list[str]:
     return [f"{package}=={entry[package]}" for package in PACKAGES if entry.get(package)]
 
 
+LANE_DISK_GIB = 12
+"""Free space a new lane environment needs (GiB): a CUDA torch with its nvidia-* wheels is 6 to 8 GiB
+installed, and pip holds the downloaded wheels beside it while it installs."""
+
+
+def check_disk(folder: Path, need_gib: float = LANE_DISK_GIB) -> None:
+    """Stop before pip starts when ``folder``'s file system has less than ``need_gib`` GiB free.
+
+    Raises:
+        SystemExit: too little space (the message says how much there is and what takes it).
+    """
+    free_gib = shutil.disk_usage(folder).free / 2**30
+    if free_gib < need_gib:
+        raise SystemExit(
+            f"stack_lane: {free_gib:.1f} GiB free on the disk of {folder}; a lane's environment needs about "
+            f"{need_gib} GiB (a CUDA torch build). Free space (old .venv-stack-* folders, clones) and run again."
+        )
+
+
 def environment(entry: dict) -> Path:
     """The lane's virtual environment, made (or made again) when its pins or pyproject.toml changed.
 
@@ -99,6 +119,7 @@ def environment(entry: dict) -> Path:
         The environment's python.
 
     Raises:
+        SystemExit: a new environment would not fit on the disk (:func:`check_disk`).
         subprocess.CalledProcessError: venv or pip failed.
     """
     venv = REPO / f".venv-stack-{entry['name']}"
@@ -112,6 +133,7 @@ def environment(entry: dict) -> Path:
     with (REPO / ".pip-install.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the Makefile's installs take it too (INSTALL_LOCK)
         if not python.exists():
+            check_disk(REPO)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         subprocess.run([*install, "-e", f"{REPO}[runtime,bench,v3]", *wanted, *TEST_TOOLS], check=True)

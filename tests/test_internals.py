@@ -142,10 +142,11 @@ def _transformers_internals():
         def on_init_end(self, args, state, control, **kwargs):
             found["trainer"] = _hf_internals.calling_trainer()
 
-    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="internals-probe-"), report_to=[], use_cpu=True)
-    trainer = Trainer(model=model, args=args, callbacks=[Probe()])
-    assert found["trainer"] is trainer
-    assert _hf_internals.set_trainer_batch_size(trainer, 24) and trainer._train_batch_size == 24
+    with tempfile.TemporaryDirectory(prefix="internals-probe-") as output_dir:
+        args = TrainingArguments(output_dir=output_dir, report_to=[], use_cpu=True)
+        trainer = Trainer(model=model, args=args, callbacks=[Probe()])
+        assert found["trainer"] is trainer
+        assert _hf_internals.set_trainer_batch_size(trainer, 24) and trainer._train_batch_size == 24
 
 
 def _sagemaker_core_pipeline_hand_off():

@@ -7,6 +7,8 @@ engine wrote (compose file and config files) instead of starting containers; it 
 import json
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -61,11 +63,21 @@ def test_local_gpu_compose_file_runs_train_with_the_launcher_and_a_gpu(fake_dock
     assert job.model_data.startswith("file://")
 
 
-def test_local_cpu_has_no_gpu_reservation(fake_docker, source_dir, tmp_path):
-    estimator(source_dir, tmp_path, "local").fit()
+def test_local_cpu_has_no_gpu_reservation_and_leaves_no_container_root(
+    fake_docker, source_dir, tmp_path, monkeypatch
+):
+    """The job's container root (compose file, emptied host folders) is removed once the job ended;
+    its archives are in the output path."""
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    job_estimator = estimator(source_dir, tmp_path, "local")
+    job_estimator.fit()
     compose = yaml.safe_load((fake_docker / "run" / "docker-compose.yaml").read_text())
     (service,) = compose["services"].values()
     assert "deploy" not in service
+    assert not [p.name for p in system_tmp.iterdir() if p.name.startswith("sagemaker-tc-")]
+    assert Path(job_estimator.model_data.removeprefix("file://")).is_file()
 
 
 def test_compose_command_is_found_the_way_sagemaker_core_finds_it(fake_docker):

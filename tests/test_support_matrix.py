@@ -181,3 +181,13 @@ def test_modeltrainer_refuses_an_untested_dlc_unless_the_compiler_is_off(aws, mo
         modeltrainer(source_dir, TrainingCompilerConfig(), untested)
     assert not modeltrainer(source_dir, TrainingCompilerConfig(enabled=False), untested).compiler_enabled
     assert modeltrainer(source_dir, TrainingCompilerConfig(), "pytorch-training:2.8-gpu-py312").compiler_enabled
+
+
+def test_a_lane_with_too_little_disk_stops_before_pip(tmp_path):
+    """A new lane environment (a CUDA torch build) is refused with the free space named when the disk
+    cannot hold it, not left to pip's "No space left on device" halfway through an install."""
+    import stack_lane  # tests/ is on sys.path, as for conftest
+
+    stack_lane.check_disk(tmp_path, need_gib=0)
+    with pytest.raises(SystemExit, match=r"GiB free on the disk of .*needs about 1000000 GiB"):
+        stack_lane.check_disk(tmp_path, need_gib=1_000_000)

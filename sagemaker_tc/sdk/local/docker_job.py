@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -162,6 +163,7 @@ class DockerJob:
             watcher.join()
         duration = time.monotonic() - started
         artifacts = self._artifacts(model)
+        self._remove_container_root(artifacts)
         if stop.signalled.is_set():
             status, secondary, reason = job_status.STOPPED, stop.secondary_status or REQUESTED, stop.reason
         elif error is not None:
@@ -188,6 +190,15 @@ class DockerJob:
         if model is not None:
             return local_path(model).parent
         return local_path(self.request.output_data_config.s3_output_path)
+
+    def _remove_container_root(self, artifacts: Path) -> None:
+        """Remove the job's container root once the job ended (what the engine leaves there: the
+        compose file and emptied host folders), unless the job's archives lie in it. Never raises."""
+        root = self.container_root
+        where = Path(os.path.realpath(artifacts))
+        if where == root or root in where.parents:
+            return
+        shutil.rmtree(root, ignore_errors=True)
 
     def compose_file(self) -> Path | None:
         """The engine's compose file for this job, once written."""
