@@ -63,9 +63,7 @@ def test_local_gpu_compose_file_runs_train_with_the_launcher_and_a_gpu(fake_dock
     assert job.model_data.startswith("file://")
 
 
-def test_local_cpu_has_no_gpu_reservation_and_leaves_no_container_root(
-    fake_docker, source_dir, tmp_path, monkeypatch
-):
+def test_local_cpu_has_no_gpu_reservation_and_leaves_no_container_root(fake_docker, source_dir, tmp_path, monkeypatch):
     """The job's container root (compose file, emptied host folders) is removed once the job ended;
     its archives are in the output path."""
     system_tmp = tmp_path / "system-tmp"
