@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler import planner, sharding
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
@@ -169,9 +169,10 @@ def _transformers_version() -> str | None:
         return None
 
 
-FEATURES = {"gradient_checkpointing": lambda model: bool(getattr(model, "is_gradient_checkpointing", False))}
-"""A :attr:`KnownWrong.feature` -> whether a model trains with it (Hugging Face models say
-``is_gradient_checkpointing`` once ``gradient_checkpointing_enable()`` ran)."""
+FEATURES = {"gradient_checkpointing": sharding.activation_checkpointing}
+"""A :attr:`KnownWrong.feature` -> whether a model trains with it (gradient checkpointing: a Hugging
+Face model after ``gradient_checkpointing_enable()``, read without transformers 5's deprecated
+``is_gradient_checkpointing`` where it has the new name, or torch's ``checkpoint_wrapper``)."""
 
 
 def plans_known_wrong(model: Any, torch_version: str | None = None) -> dict[str, KnownWrong]:
