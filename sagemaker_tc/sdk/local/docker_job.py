@@ -11,9 +11,10 @@ engine then collects ``model.tar.gz`` and ``output.tar.gz`` as for a job that en
 The same route enforces ``max_run`` (``MaxRuntimeExceeded``), which the engine alone does not.
 
 Each job gets a container root of its own (inside ``local.container_root`` of the SageMaker local
-config when set), so the watcher finds the job's compose file. The engine writes the job's log to
-``sys.stdout``: while the job runs, what its thread writes goes to the job's log instead
-(:class:`_ThreadStdout`), so a background job does not write into the notebook, and ``logs()`` has it.
+config when set), so the watcher finds the job's compose file; it is removed once the job ended.
+The engine writes the job's log to ``sys.stdout``: while the job runs, what its thread writes goes to
+the job's log instead (:class:`_ThreadStdout`), so a background job does not write into the notebook,
+and ``logs()`` has it.
 """
 
 from __future__ import annotations
