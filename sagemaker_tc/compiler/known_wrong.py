@@ -5,13 +5,13 @@ Two tables, both data, both backed by tests in ``make test``'s lanes (the dev st
 Hugging Face DLC stack, ``tests/stack_lane.py``; ``make test-stacks`` runs the others):
 
 - :data:`KNOWN_WRONG`: an architecture, the plans that train it wrongly (or raise on it, the fallback
-  ending them: ``kind="broken"``), the torch (and, where it
-  matters, transformers) versions it was seen on, the training feature it needs if any (gradient
-  checkpointing), a one-line reason, and the test that shows it (a strict expected failure in every
-  lane whose versions the entry covers: it turns red on the upgrade that fixes it, and the test runs
-  as a plain one in lanes outside the range). ``plan="auto"`` never tries such a plan for that architecture
-  (:meth:`sagemaker_tc.compiler.runtime.CompilerRuntime._available_plans`); an explicit ``plan=``
-  still runs it, with a warning naming the test.
+  ending them: ``kind="broken"``), the torch (and, where it matters, transformers) versions it was seen
+  on, the training feature it needs if any (gradient checkpointing), a one-line reason, and the test that
+  shows it (a strict expected failure in every lane whose versions the entry covers: it turns red on the
+  upgrade that fixes it, and the test runs as a plain one in lanes outside the range). ``plan="auto"``
+  never tries such a plan for that architecture
+  (:meth:`sagemaker_tc.compiler.runtime.CompilerRuntime._available_plans`); an explicit ``plan=`` still
+  runs it, with a warning naming the test.
 - :data:`VERIFIED`: the architectures ``tests/test_verify.py::test_each_plan_trains_like_eager``
   trains under every plan, compiled against eager (20 AdamW steps, per-step losses within 1e-4
   relative, every parameter within 1e-5), on the torch :data:`TESTED_TORCH` pins. The report's
