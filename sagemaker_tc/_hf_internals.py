@@ -54,6 +54,36 @@ def set_trainer_batch_size(trainer: Any, batch_size: int) -> bool:
     return True
 
 
+def trainer_rows(trainer: Any) -> int | None:
+    """The per-device batch a Trainer trains with: ``Trainer._train_batch_size`` (transformers 4.26
+    to 5.24; :func:`set_trainer_batch_size`), else ``args.per_device_train_batch_size``; None when
+    neither is an int."""
+    rows = getattr(trainer, "_train_batch_size", None) or getattr(trainer.args, "per_device_train_batch_size", None)
+    return rows if isinstance(rows, int) and rows > 0 else None
+
+
+def logged_loss_filler(trainer: Any) -> Any:
+    """What the Trainer's NaN/Inf filter adds in place of a non-finite loss: the mean of the losses
+    since the last log, ``trainer._tr_loss / (1 + state.global_step - trainer._globalstep_last_logged)``
+    (transformers 5.0 to 5.24, ``Trainer._run_epoch``; a 0-dim tensor, computed on the device). None
+    when those fields are missing (transformers 4.x keeps ``tr_loss`` a local: the filter is left on)."""
+    total = getattr(trainer, "_tr_loss", None)
+    last = getattr(trainer, "_globalstep_last_logged", None)
+    if total is None or not isinstance(last, int):
+        return None
+    return total / (1 + trainer.state.global_step - last)
+
+
+def set_dataloader_non_blocking(loader: Any) -> bool:
+    """Make accelerate's ``DataLoaderShard`` copy each batch to the device without waiting
+    (``loader._non_blocking``, accelerate 1.0 to 1.16; what ``AcceleratorConfig(non_blocking=True)``
+    sets at ``prepare``). Returns False when ``loader`` has no such field."""
+    if not hasattr(loader, "_non_blocking"):
+        return False
+    loader._non_blocking = True
+    return True
+
+
 # -- accelerate and torch_xla dataloaders ----------------------------------------------------------
 def innermost_dataloader(loader: Any) -> Any:
     """The loader a training dataloader finally iterates (``loader`` itself when it wraps nothing).

@@ -326,6 +326,72 @@ def keep_lr_scheduler_tracking(step: Any, optimizer: Any) -> Callable[[], None]:
     return stepped
 
 
+def mark_lr_scheduler_stepped(optimizer: Any) -> None:
+    """Tell a torch LR scheduler that ``optimizer`` stepped without calling its ``step``
+    (``optimizer._opt_called = True``, read at the scheduler's first step; torch 2.0 to 2.13)."""
+    optimizer._opt_called = True
+
+
+def module_hook_count(model: Any) -> int:
+    """The hooks registered on ``model``'s modules: the sizes of each module's ``_forward_hooks``,
+    ``_forward_pre_hooks``, ``_backward_hooks`` and ``_backward_pre_hooks`` dicts (torch 2.0 to 2.13,
+    ``torch/nn/modules/module.py``), summed. A missing dict counts 0."""
+    names = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    return sum(len(getattr(module, name, None) or ()) for module in model.modules() for name in names)
+
+
+def foreach_zero(tensors: list[Any]) -> None:
+    """Zero ``tensors`` in place with one multi-tensor kernel: ``torch._foreach_zero_`` (torch 2.0 to
+    2.13). Missing: zero them one by one."""
+    import torch
+
+    zero = getattr(torch, "_foreach_zero_", None)
+    if zero is None:
+        for tensor in tensors:
+            tensor.zero_()
+        return
+    zero(tensors)
+
+
+def functional_adam(*, decoupled: bool, **kwargs: Any) -> None:
+    """torch's functional Adam (``torch.optim.adam.adam``) or AdamW (``torch.optim.adamw.adamw``),
+    fused and capturable: the update ``Adam.step()`` / ``AdamW.step()`` runs with ``fused=True``,
+    called on the optimizer's own state tensors with ``lr`` as a device tensor.
+
+    Keyword arguments are the functions' own (``params``, ``grads``, ``exp_avgs``, ``exp_avg_sqs``,
+    ``max_exp_avg_sqs``, ``state_steps``, ``amsgrad``, ``beta1``, ``beta2``, ``lr``,
+    ``weight_decay``, ``eps``, ``maximize``), the same in torch 2.7 to 2.13 (``adam`` took
+    ``decoupled_weight_decay`` from 2.7 on; AdamW goes through ``adamw`` on every version).
+
+    Raises:
+        RuntimeError: torch's own, e.g. a device without fused kernels.
+    """
+    if decoupled:
+        from torch.optim.adamw import adamw as update
+    else:
+        from torch.optim.adam import adam as update
+    update(foreach=False, capturable=True, differentiable=False, fused=True, has_complex=False, **kwargs)
+
+
+def cuda_graph_capture(graph: Any, pool: Any, stream: Any) -> Any:
+    """The context that records CUDA work into ``graph``: ``torch.cuda.graph(graph, pool=pool,
+    stream=stream, capture_error_mode="thread_local")`` (public since torch 2.0; ``thread_local``
+    lets the DataLoader's pin-memory thread allocate while the training thread records), under
+    ``torch.compiler.set_stance("fail_on_recompile")`` (torch 2.6 to 2.13) so that a compiled
+    function whose guards fail raises instead of compiling inside the recording. Without
+    ``set_stance`` the recording runs without that check."""
+    import contextlib
+
+    import torch
+
+    stack = contextlib.ExitStack()
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    if set_stance is not None:
+        stack.enter_context(set_stance("fail_on_recompile"))
+    stack.enter_context(torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"))
+    return stack
+
+
 # -- torch: FSDP2 (fully_shard) and gloo -----------------------------------------------------------
 def fsdp2_reshards_after_forward(unit: Any) -> bool | None:
     """Whether an FSDP2 unit (a ``fully_shard``-ed module) frees its gathered parameters after forward:

@@ -72,9 +72,9 @@ def watch_backward(
 
 def _ended(plan: str, error: BaseException, on_failure: Callable[[str, BaseException], str]) -> CompiledBackwardError:
     """End ``plan`` for ``error`` raised in its compiled backward; the error to raise in its place."""
+    target = on_failure(plan, error)  # drops the plan's recordings first, so their pool can be freed
     if is_out_of_memory(error):
         free_device_memory()
-    target = on_failure(plan, error)
     advice = f"the job now runs {target!r}" + (
         f"; to start there, set TrainingCompilerConfig(plan={target!r})"
         if target != planner.EAGER

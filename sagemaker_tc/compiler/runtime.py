@@ -110,6 +110,8 @@ class CompilerRuntime:
         self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file (resume_with)
         self._call = threading.local()  # per call: ``bucketed``, the model call's shapes (_static_shapes)
         self._unbucketed_shapes: dict[str, set[tuple]] = {}  # plan -> distinct unbucketed training shapes
+        self.whole_step_recorded = False  # a Trainer's whole step is recorded (captured_trainer): no trees inside
+        self.plan_end_listeners: list[Callable[[str], None]] = []  # called with a plan that ends, before it does
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
@@ -544,6 +546,7 @@ class CompilerRuntime:
         that step never runs captured)."""
         return (
             self.device == "cuda"
+            and not self.whole_step_recorded
             and self._static_shapes()
             and process_group_size() == 1
             and self.accumulation_known
@@ -603,6 +606,8 @@ class CompilerRuntime:
                 for name in failure["ends"]:
                     self.schedule.invalidate(name, f"{failure['kind']}: {reason}" if name == plan else f"{plan} failed")
             target = failure["stepped_back_to"] = self._effective(plan)
+            for listener in list(self.plan_end_listeners):
+                listener(plan)  # recordings and their memory pool go before the step back
             if target == planner.EAGER:
                 self.fallback_reason = f"plan {plan} failed at step {step}; training continues eager: {reason}"
             self._activate(target)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sagemaker_tc import _internals, contract
 from sagemaker_tc.compiler import backward, history, resume
+from sagemaker_tc.compiler.captured_step import GraphBackend, graph_backend_for
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, dynamo_mark
 from sagemaker_tc.compiler.facts import SessionValues, job_facts
@@ -140,6 +141,19 @@ class CompilerSession:
         self.state = "new"
         self._undo: list[Callable[[], None]] = []
         self.limits = DynamoLimits()
+        # The graph backend that records a whole step on a device type (tests give the CPU stand-in).
+        self.graph_backend_for: Callable[[str], GraphBackend | None] = graph_backend_for
+        self.captured_step_report: Callable[[], dict[str, Any] | None] = lambda: None  # the Trainer integration's
+
+    def whole_step_backend(self) -> GraphBackend | None:
+        """The graph backend to record a whole training step with now, or None: the job named
+        ``plan="step"`` with the default mode, the step plan runs, and its device records
+        (:mod:`sagemaker_tc.integrations.captured_trainer`; ``plan="auto"`` never records it)."""
+        config = self.config
+        explicit = config.compiles and config.backend == "inductor" and config.plan == "step"
+        if not explicit or config.mode != "default" or self.runtime.active != "step":
+            return None
+        return self.graph_backend_for(self.runtime.device)
 
     # -- life ------------------------------------------------------------------------------------
     def open(self) -> CompilerSession:
@@ -446,7 +460,11 @@ class CompilerSession:
             script_outcome=self.script_outcome,
             world=world_size(self.environ),
         )
-        return build_report(self.config, job_facts(self.config, self.runtime, values))
+        report = build_report(self.config, job_facts(self.config, self.runtime, values))
+        captured = self.captured_step_report()
+        if captured is not None:
+            report["captured_step"] = captured
+        return report
 
     def _finish(self) -> dict[str, Any] | None:
         """Save the cache, write the report (and the debug files), print the metric lines."""

@@ -25,10 +25,12 @@ import logging
 import math
 from typing import Any
 
+from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import backward
 from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.session import CompilerSession
 from sagemaker_tc.integrations import trainer_resume
+from sagemaker_tc.integrations.captured_trainer import TrainerCaptures, wrap_training_step
 from sagemaker_tc.integrations.core import prepare_model, restore_kv_cache
 
 logger = logging.getLogger(__name__)
@@ -135,6 +137,8 @@ def make_callback(session: CompilerSession) -> Any:
                 describe_at_train_begin(session, args, state, train_dataloader, lr_scheduler, optimizer)
             if session.config.enabled and model is not None:
                 prepare_training(session, model, optimizer, args, state, bool(args.torch_compile), train_dataloader)
+            if train_dataloader is not None and session.config.compiles and session.config.plan == "step":
+                _hf_internals.set_dataloader_non_blocking(train_dataloader)  # same batches, no wait per step
 
         def on_step_begin(self, args, state, control, **kwargs):
             session.begin_step()
@@ -174,6 +178,15 @@ def install(session: CompilerSession) -> bool:
     callback = make_callback(session)
     trainer_module.DEFAULT_CALLBACKS.append(callback)
     session.add_cleanup(trainer_resume.install_train_wrapper(session, trainer_module.Trainer))
+    captures = TrainerCaptures(
+        session.whole_step_backend,
+        running=lambda: session.runtime.active == "step",
+        bucket=lambda batch: session.runtime.shapes.bucket(batch) if session.runtime.shapes else (batch, False),
+        on_start=lambda: setattr(session.runtime, "whole_step_recorded", True),
+    )
+    session.captured_step_report = captures.report
+    session.add_cleanup(captures.close)
+    session.add_cleanup(wrap_training_step(trainer_module.Trainer, captures))  # inside the rerun wrapper
     session.add_cleanup(backward.rerun_failed_steps(trainer_module.Trainer, lambda: process_group_size() == 1))
 
     def remove() -> None:

@@ -1,0 +1,107 @@
+"""The Trainer's whole step recorded and replayed (sagemaker_tc/integrations/captured_trainer.py), on the
+CPU with the graph backend's stand-in (CallReplay: a replay calls the recorded function): the same logged
+losses, gradient norms, learning rates, FLOP count and parameters as the Trainer's own step under the same
+plan, bit for bit, with dynamic padding to buckets and an epoch's shorter last batch."""
+
+from __future__ import annotations
+
+import torch
+from conftest import SST2, read_tsv, tiny_bert
+
+from sagemaker_tc import TrainingCompilerConfig
+from sagemaker_tc.compiler.captured_step import CallReplay
+from sagemaker_tc.compiler.session import CompilerSession
+from sagemaker_tc.integrations.transformers import install
+
+ROWS = 52  # batches of 8: six full and a last one of 4
+
+
+class CountingReplay(CallReplay):
+    def __init__(self) -> None:
+        self.calls = {"warm_up": 0, "capture": 0, "replay": 0}
+
+    def warm_up(self, body):
+        self.calls["warm_up"] += 1
+        body()
+
+    def capture(self, body):
+        self.calls["capture"] += 1
+        return body
+
+    def replay(self, handle):
+        self.calls["replay"] += 1
+        handle()
+
+
+def _dataset(tokenizer) -> list[dict]:
+    rows = read_tsv(SST2 / "train" / "train.tsv")[:ROWS]
+    encoded = tokenizer([r["sentence"] for r in rows], truncation=True, max_length=48)
+    return [{**{k: v[i] for k, v in encoded.items()}, "labels": int(r["label"])} for i, r in enumerate(rows)]
+
+
+def _train(tmp_path, tiny_bert_dir, backend, **trainer_args):
+    """Train the tiny BERT 2 epochs under plan="step" with ``backend`` recording the whole step (None:
+    the Trainer's own step); returns the log history, final parameters, FLOP count and session report."""
+    from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments
+
+    torch._dynamo.reset()  # each run compiles from the same start (no graphs of the other run's shapes)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir))
+    torch.manual_seed(0)
+    model = tiny_bert(hidden_dropout_prob=0.1)
+    config = TrainingCompilerConfig(plan="step", baseline_steps=0, buckets=[16, 32, 48])
+    session = CompilerSession(config)
+    session.graph_backend_for = lambda device: backend
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        num_train_epochs=2,
+        learning_rate=1e-3,
+        warmup_steps=3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=7,
+        use_cpu=True,
+        dataloader_drop_last=False,
+        **trainer_args,
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the Trainer's own CPU run is bitwise repeatable on one thread only
+    with session:
+        install(session)
+        trainer = Trainer(
+            model=model,
+            args=args,
+            train_dataset=_dataset(tokenizer),
+            data_collator=DataCollatorWithPadding(tokenizer),
+        )
+        try:
+            trainer.train()
+        finally:
+            torch.set_num_threads(threads)
+        report = session.report()
+    params = [p.detach().clone() for p in model.parameters()]
+    logs = [
+        {k: v for k, v in entry.items() if k in ("loss", "grad_norm", "learning_rate")}
+        for entry in trainer.state.log_history
+    ]
+    return logs, params, trainer.state.total_flos, report
+
+
+def test_whole_step_replays_give_the_trainers_own_results_bit_for_bit(tmp_path, tiny_bert_dir):
+    backend = CountingReplay()
+    ours = _train(tmp_path / "captured", tiny_bert_dir, backend)
+    theirs = _train(tmp_path / "trainer", tiny_bert_dir, None)
+    assert ours[0] == theirs[0]  # loss, grad_norm and learning rate at every step
+    assert all(torch.equal(a, b) for a, b in zip(ours[1], theirs[1], strict=True))
+    assert ours[2] == theirs[2]  # total_flos from the cached parameter count
+    section = ours[3]["captured_step"]
+    assert section["on"] and section["backend"] == "call-replay"
+    assert section["recordings"] == backend.calls["capture"] >= 1
+    assert section["replays"] == backend.calls["replay"] >= 1
+    assert section["warm_up_steps"] == backend.calls["warm_up"] <= 2 * section["bucket_keys"]
+    assert section["recordings"] <= section["bucket_keys"] <= 3  # buckets 16, 32, 48 at 8 rows
+    # 14 optimizer steps: the first and the two shorter last batches run the Trainer's own step
+    assert section["warm_up_steps"] + section["replays"] == 14 - 3
+    assert section["capture_failures"] == [] and section["invalidations"] == []
+    assert "captured_step" not in theirs[3]
