@@ -105,3 +105,50 @@ def test_whole_step_replays_give_the_trainers_own_results_bit_for_bit(tmp_path, 
     assert section["warm_up_steps"] + section["replays"] == 14 - 3
     assert section["capture_failures"] == [] and section["invalidations"] == []
     assert "captured_step" not in theirs[3]
+
+
+def _bare_trainer(tmp_path, trainer_class=None, **trainer_args):
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, **trainer_args)
+    trainer = (trainer_class or Trainer)(model=tiny_bert(), args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=10)
+    return trainer
+
+
+def test_what_the_whole_step_cannot_hold_is_named(tmp_path):
+    from transformers import Trainer
+
+    from sagemaker_tc.integrations.captured_trainer import unmet_preconditions
+
+    class OwnLoss(Trainer):
+        def compute_loss(self, model, inputs, **kwargs):
+            return super().compute_loss(model, inputs, **kwargs)
+
+    assert unmet_preconditions(_bare_trainer(tmp_path)) is None
+    assert unmet_preconditions(_bare_trainer(tmp_path, gradient_accumulation_steps=2)) == "gradient accumulation > 1"
+    assert "overrides compute_loss" in unmet_preconditions(_bare_trainer(tmp_path, OwnLoss))
+    assert "SGD" in unmet_preconditions(_bare_trainer(tmp_path, optim="sgd"))
+    on_plateau = _bare_trainer(tmp_path)
+    on_plateau.lr_scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(on_plateau.optimizer)
+    assert "LRScheduler" in unmet_preconditions(on_plateau)
+
+
+def test_the_nan_inf_filter_without_a_sync_adds_what_the_trainer_adds(tmp_path):
+    from sagemaker_tc import _hf_internals
+
+    trainer = _bare_trainer(tmp_path)
+    losses = [0.5, float("nan"), 0.25, float("inf"), float("-inf"), 0.75]
+    theirs = torch.tensor(0.0)
+    ours = torch.tensor(0.0)
+    trainer._globalstep_last_logged = 0
+    for step, value in enumerate(losses):
+        trainer.state.global_step = step
+        loss = torch.tensor(value)
+        if torch.isnan(loss) or torch.isinf(loss):  # transformers' Trainer._run_epoch
+            theirs = theirs + theirs / (1 + step - trainer._globalstep_last_logged)
+        else:
+            theirs = theirs + loss
+        trainer._tr_loss = ours
+        ours = ours + torch.where(torch.isfinite(loss), loss, _hf_internals.logged_loss_filler(trainer))
+        assert torch.equal(ours, theirs)

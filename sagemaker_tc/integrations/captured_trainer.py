@@ -34,8 +34,8 @@ from typing import Any
 
 from sagemaker_tc import _hf_internals, _internals
 from sagemaker_tc.compiler.captured_step import (
-    CapturedStep,
     CaptureCounts,
+    CapturedStep,
     CaptureFailed,
     GraphBackend,
     GraphsInvalidated,
@@ -78,7 +78,8 @@ def unmet_preconditions(trainer: Any) -> str | None:
     if reason is not None:
         return reason
     scheduler = getattr(trainer.lr_scheduler, "scheduler", trainer.lr_scheduler)  # accelerate's wrapper
-    if not isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler):
+    plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)  # stepped on metrics, not steps
+    if plateau or not isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler):
         return "the learning-rate scheduler is not a torch LRScheduler stepped every step"
     for callback in trainer.callback_handler.callbacks:
         for event in _STEP_CALLBACK_EVENTS:
