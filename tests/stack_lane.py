@@ -57,6 +57,8 @@ LANE_TESTS = (
     "tests/test_compiled_training.py",
     "tests/test_resume.py",
     "tests/test_fsdp2.py",
+    "tests/test_captured_step.py",
+    "tests/test_captured_trainer.py",
 )
 """The job-side test files every lane runs (module docstring)."""
 LANE_DESELECT = (

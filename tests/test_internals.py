@@ -264,6 +264,66 @@ def _fsdp2_and_gloo_internals():
             dist.destroy_process_group()
 
 
+def _captured_step_internals():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    before = _internals.module_hook_count(model)
+    handle = model[0].register_forward_hook(lambda *args: None)
+    assert _internals.module_hook_count(model) == before + 1
+    handle.remove()
+    tensors = [torch.ones(2), torch.ones(3)]
+    _internals.foreach_zero(tensors)
+    assert all(not t.any() for t in tensors)
+    # functional fused AdamW with a float64 LR tensor == AdamW(fused=True).step() with a float LR
+    ours, theirs = torch.nn.Parameter(torch.tensor([1.0, -2.0])), torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    grad = torch.tensor([0.3, -0.7])
+    theirs.grad = grad.clone()
+    reference = torch.optim.AdamW([theirs], lr=0.01, fused=True)
+    reference.step()
+    state = {k: torch.zeros_like(ours) for k in ("exp_avg", "exp_avg_sq")}
+    _internals.functional_adam(
+        decoupled=True,
+        params=[ours],
+        grads=[grad],
+        exp_avgs=[state["exp_avg"]],
+        exp_avg_sqs=[state["exp_avg_sq"]],
+        max_exp_avg_sqs=[],
+        state_steps=[torch.zeros((), dtype=torch.float32)],
+        amsgrad=False,
+        beta1=0.9,
+        beta2=0.999,
+        lr=torch.tensor(0.01, dtype=torch.float64),
+        weight_decay=0.01,
+        eps=1e-8,
+        maximize=False,
+    )
+    assert torch.equal(ours, theirs)
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    _internals.mark_lr_scheduler_stepped(optimizer)
+    assert optimizer._opt_called is True
+    if torch.cuda.is_available():  # the recording context: CUDA only (the GPU check runs it)
+        graph, static = torch.cuda.CUDAGraph(), torch.ones(2, device="cuda")
+        with _internals.cuda_graph_capture(graph, torch.cuda.graph_pool_handle(), torch.cuda.Stream()):
+            static.mul_(2)
+        graph.replay()
+        assert static.tolist() == [2.0, 2.0]
+
+
+def _trainer_step_internals():
+    from transformers import Trainer, TrainingArguments
+
+    with tempfile.TemporaryDirectory() as folder:
+        args = TrainingArguments(output_dir=folder, report_to=[], use_cpu=True, per_device_train_batch_size=4)
+        trainer = Trainer(model=torch.nn.Linear(2, 2), args=args)
+    assert _hf_internals.trainer_rows(trainer) == 4
+    assert _hf_internals.logged_loss_filler(trainer) is None  # before train(): no _tr_loss yet
+    trainer._tr_loss, trainer._globalstep_last_logged, trainer.state.global_step = torch.tensor(3.0), 1, 3
+    assert _hf_internals.logged_loss_filler(trainer).item() == 1.0  # 3 / (1 + 3 - 1)
+    from accelerate import Accelerator
+
+    loader = Accelerator(cpu=True).prepare(torch.utils.data.DataLoader(list(range(4)), batch_size=2))
+    assert _hf_internals.set_dataloader_non_blocking(loader) and loader._non_blocking is True
+
+
 CHECKS = {
     "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
     "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
@@ -282,6 +342,12 @@ CHECKS = {
     "torch_xla MpDeviceLoader._loader / accelerate DataLoaderAdapter.base_dataloader": _innermost_dataloader,
     "torch.compile(isolate_recompiles) / dynamo accumulated_recompile_limit": (_recompile_budget_internals),
     "FSDP2 param groups' post_forward_mesh_info / ProcessGroupGloo._reduce_scatter_base": _fsdp2_and_gloo_internals,
+    "torch._foreach_zero_ / functional fused Adam(W) / Module hook dicts / torch.cuda.graph": (
+        _captured_step_internals
+    ),
+    "transformers Trainer._tr_loss / _globalstep_last_logged / accelerate DataLoaderShard._non_blocking": (
+        _trainer_step_internals
+    ),
     "cudagraph trees' overwritten error / torch.OutOfMemoryError / LR scheduler's _wrapped_by_lr_sched": (
         _error_and_scheduler_internals
     ),
