@@ -152,3 +152,34 @@ def test_the_nan_inf_filter_without_a_sync_adds_what_the_trainer_adds(tmp_path):
         trainer._tr_loss = ours
         ours = ours + torch.where(torch.isfinite(loss), loss, _hf_internals.logged_loss_filler(trainer))
         assert torch.equal(ours, theirs)
+
+
+def test_the_step_plan_ending_drops_the_recordings_before_the_job_steps_back(tmp_path, tiny_bert_dir):
+    """A plan failure (here: the runtime ends ``step`` as a failed plan would) releases every recording
+    through the runtime's plan-end listeners, before the step back."""
+    from sagemaker_tc.compiler import captured_step
+
+    released = []
+
+    class Tracking(CountingReplay):
+        def release(self):
+            released.append(self.calls["capture"])
+
+    backend = Tracking()
+    original_run = captured_step.CapturedStep.run
+
+    def run_then_fail(self, key, inputs):
+        result = original_run(self, key, inputs)
+        if self.counts.recordings == 1 and self.counts.replays == 2:
+            session = __import__("sagemaker_tc.compiler.session", fromlist=["x"]).current_session()
+            session.runtime._end_plan("step", "compiler_error", "a stand-in failure")
+        return result
+
+    captured_step.CapturedStep.run = run_then_fail
+    try:
+        _, _, _, report = _train(tmp_path, tiny_bert_dir, backend)
+    finally:
+        captured_step.CapturedStep.run = original_run
+    assert released and released[0] == 1  # dropped once the plan ended, with the one recording made
+    assert report["plan_decision"]["failures"][0]["plan"] == "step"
+    assert report["captured_step"]["replays"] == 2  # no replay after the plan ended

@@ -117,6 +117,7 @@ class TrainerCapture:
         self.taking_part: list[Any] | None = None
         self.captured: CapturedStep | None = None
         self.handled = False  # the current optimizer step ran whole: the follow-up calls return its results
+        self._body: StepBody | None = None  # the body that ran it
         self._undo: list[Callable[[], None]] = []
         self._params_count: tuple[Any, dict] = (None, {})
         self._layouts: list[tuple[int, ...]] = []  # each taking part gradient's strides, as the backward made it
@@ -172,9 +173,10 @@ class TrainerCapture:
     def _whole(self, model: Any, key: Any, batch: dict[str, Any]) -> Any:
         if self.captured is None:
             self.captured = self._build(model)
+        body = self.captured.body  # the plan may end inside the step (a failure): its results stay
         self.captured.run(key, batch)
-        self.handled = True
-        return self._filtered(self.captured.body.loss)
+        self.handled, self._body = True, body
+        return self._filtered(body.loss)
 
     def _build(self, model: Any) -> CapturedStep:
         """The body and its recordings, after a Trainer step found the parameters that get
@@ -248,9 +250,7 @@ class TrainerCapture:
         self._undo.append(undo)
 
     def _clip(self, model: Any) -> Any:
-        return (
-            self.captured.body.grad_norm if self.handled and self.captured is not None else self._original_clip(model)
-        )
+        return self._body.grad_norm if self.handled and self._body is not None else self._original_clip(model)
 
     def _optimizer_step(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self.handled:
@@ -376,6 +376,14 @@ class TrainerCaptures:
             self.on_start()
         self._by_trainer[trainer] = capture
         return capture
+
+    def release(self, plan: str) -> None:
+        """The runtime ends ``plan``: when it is ``step``, drop every recording and its memory pool
+        now, before the job steps back (an eager rerun after an out-of-memory error needs that memory)."""
+        if plan == "step":
+            for capture in list(self._by_trainer.values()):
+                if capture is not None:
+                    capture.release()
 
     def close(self) -> None:
         """Undo every Trainer's patches and drop its recordings."""

@@ -185,6 +185,8 @@ def install(session: CompilerSession) -> bool:
         on_start=lambda: setattr(session.runtime, "whole_step_recorded", True),
     )
     session.captured_step_report = captures.report
+    session.runtime.plan_end_listeners.append(captures.release)
+    session.add_cleanup(lambda: session.runtime.plan_end_listeners.remove(captures.release))
     session.add_cleanup(captures.close)
     session.add_cleanup(wrap_training_step(trainer_module.Trainer, captures))  # inside the rerun wrapper
     session.add_cleanup(backward.rerun_failed_steps(trainer_module.Trainer, lambda: process_group_size() == 1))
