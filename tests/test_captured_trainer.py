@@ -39,7 +39,7 @@ def _dataset(tokenizer) -> list[dict]:
     return [{**{k: v[i] for k, v in encoded.items()}, "labels": int(r["label"])} for i, r in enumerate(rows)]
 
 
-def _train(tmp_path, tiny_bert_dir, backend, **trainer_args):
+def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), **trainer_args):
     """Train the tiny BERT 2 epochs under plan="step" with ``backend`` recording the whole step (None:
     the Trainer's own step); returns the log history, final parameters, FLOP count and session report."""
     from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments
@@ -57,13 +57,12 @@ def _train(tmp_path, tiny_bert_dir, backend, **trainer_args):
         num_train_epochs=2,
         learning_rate=1e-3,
         warmup_steps=3,
-        logging_steps=1,
         save_strategy="no",
         report_to=[],
         seed=7,
         use_cpu=True,
         dataloader_drop_last=False,
-        **trainer_args,
+        **{"logging_steps": 1, **trainer_args},
     )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the Trainer's own CPU run is bitwise repeatable on one thread only
@@ -74,6 +73,7 @@ def _train(tmp_path, tiny_bert_dir, backend, **trainer_args):
             args=args,
             train_dataset=_dataset(tokenizer),
             data_collator=DataCollatorWithPadding(tokenizer),
+            callbacks=list(callbacks),
         )
         try:
             trainer.train()
@@ -183,3 +183,46 @@ def test_the_step_plan_ending_drops_the_recordings_before_the_job_steps_back(tmp
     assert released and released[0] == 1  # dropped once the plan ended, with the one recording made
     assert report["plan_decision"]["failures"][0]["plan"] == "step"
     assert report["captured_step"]["replays"] == 2  # no replay after the plan ended
+
+
+def test_steady_whole_steps_make_no_host_sync(tmp_path, tiny_bert_dir):
+    """Between logging steps, nothing on a whole step's path reads a tensor back to the host: not our
+    hooks, not the Trainer's loop (learning rate, NaN/Inf filter, gradient norm, FLOP count), not
+    accelerate's batch copy."""
+    from test_plans import SYNCING
+    from transformers import TrainerCallback
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in SYNCING:
+                import sys
+
+                frame = sys._getframe(1)
+                while frame is not None and "/torch/" in frame.f_code.co_filename:
+                    frame = frame.f_back
+                if frame is not None and any(
+                    part in frame.f_code.co_filename for part in ("/sagemaker_tc/", "/transformers/", "/accelerate/")
+                ):
+                    self.calls.append(f"{func.__name__} from {frame.f_code.co_filename}:{frame.f_lineno}")
+            return func(*args, **(kwargs or {}))
+
+    spy = Spy()
+    watched = []
+
+    class Watch(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step >= 8 and state.global_step != 13:  # replays; the last step is a short batch
+                spy.__enter__()
+                watched.append(state.global_step)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if watched and watched[-1] == state.global_step - 1:
+                spy.__exit__(None, None, None)
+
+    _, _, _, report = _train(tmp_path, tiny_bert_dir, CountingReplay(), logging_steps=100, callbacks=[Watch()])
+    assert watched and spy.calls == []
+    assert report["captured_step"]["replays"] >= 3
