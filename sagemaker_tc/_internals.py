@@ -340,6 +340,17 @@ def module_hook_count(model: Any) -> int:
     return sum(len(getattr(module, name, None) or ()) for module in model.modules() for name in names)
 
 
+def mark_dynamic_hint(tensor: Any, dim: int) -> None:
+    """Ask dynamo to compile ``tensor``'s dimension ``dim`` as dynamic, without an error where the
+    traced code needs it static: ``torch._dynamo.maybe_mark_dynamic`` (torch 2.2 to 2.13). Missing:
+    nothing is marked (dynamo's automatic dynamic shapes recompile once instead)."""
+    import torch
+
+    mark = getattr(torch._dynamo, "maybe_mark_dynamic", None)
+    if mark is not None:
+        mark(tensor, dim)
+
+
 def foreach_zero(tensors: list[Any]) -> None:
     """Zero ``tensors`` in place with one multi-tensor kernel: ``torch._foreach_zero_`` (torch 2.0 to
     2.13). Missing: zero them one by one."""

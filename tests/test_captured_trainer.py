@@ -51,6 +51,8 @@ def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), **trainer_args):
     config = TrainingCompilerConfig(plan="step", baseline_steps=0, buckets=[16, 32, 48])
     session = CompilerSession(config)
     session.graph_backend_for = lambda device: backend
+    if backend is None:  # the same plan, uncaptured: the same compiled forward (one for every length)
+        session.runtime.whole_step_recorded = True
     args = TrainingArguments(
         output_dir=str(tmp_path),
         per_device_train_batch_size=8,

@@ -270,6 +270,9 @@ def _captured_step_internals():
     handle = model[0].register_forward_hook(lambda *args: None)
     assert _internals.module_hook_count(model) == before + 1
     handle.remove()
+    marked = torch.ones(2, 3)
+    _internals.mark_dynamic_hint(marked, 1)
+    assert 1 in getattr(marked, "_dynamo_weak_dynamic_indices", set())
     tensors = [torch.ones(2), torch.ones(3)]
     _internals.foreach_zero(tensors)
     assert all(not t.any() for t in tensors)

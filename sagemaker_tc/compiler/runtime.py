@@ -277,7 +277,9 @@ class CompilerRuntime:
             return "dynamic" if self._evaluates_compiled() else planner.EAGER
         if not self._static_shapes():
             return "dynamic"
-        return "captured" if self._captures() else "static"
+        if self._captures():
+            return "captured"
+        return "dynamic" if self.whole_step_recorded else "static"
 
     @property
     def pads_training_batches(self) -> bool:
@@ -311,6 +313,8 @@ class CompilerRuntime:
             if kwargs is not original:  # padded here: the output is cut back to the caller's lengths
                 self._call.trim = (self.shapes.dims(original), self.shapes.dims(kwargs))
         self._call.bucketed = bucketed
+        if bucketed and self.whole_step_recorded and self.shapes is not None:
+            _lengths_dynamic(kwargs, self.shapes.dims(kwargs))  # one compile serves every bucket's recording
         if module.training and not bucketed and self.pads_training_batches:
             self._note_unbucketed(args, kwargs)
         return args, kwargs
@@ -733,6 +737,20 @@ class CompilerRuntime:
         """The plan the job runs at the end."""
         chosen = self.schedule.chosen if self.schedule is not None else None
         return self._effective(chosen, prepare=False) if chosen else self.active
+
+
+def _lengths_dynamic(kwargs: Mapping[str, Any], dims: Mapping[str, int] | None) -> None:
+    """Mark the sequence dimension of a bucketed call's tensors dynamic for dynamo (a hint: a model
+    that needs it static keeps it static), so the compiled forward is made once for every padded
+    length instead of once per bucket; the batch dimension stays static."""
+    import torch
+
+    from sagemaker_tc import _internals
+
+    lengths = set((dims or {}).values())
+    for value in kwargs.values():
+        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[1] in lengths:
+            _internals.mark_dynamic_hint(value, 1)
 
 
 def _holds_tensor(values: tuple) -> bool:
