@@ -149,11 +149,15 @@ class CompilerSession:
         """The graph backend to record a whole training step with now, or None: the job named
         ``plan="step"`` with the default mode, the step plan runs, and its device records
         (:mod:`sagemaker_tc.integrations.captured_trainer`; ``plan="auto"`` never records it)."""
-        config = self.config
-        explicit = config.compiles and config.backend == "inductor" and config.plan == "step"
-        if not explicit or config.mode != "default" or self.runtime.active != "step":
+        if not self.whole_step_named() or self.runtime.active != "step":
             return None
         return self.graph_backend_for(self.runtime.device)
+
+    def whole_step_named(self) -> bool:
+        """The job named ``plan="step"`` with the default mode (Inductor): a ``Trainer``'s whole step
+        is recorded where the device records (:meth:`whole_step_backend`)."""
+        config = self.config
+        return config.compiles and config.backend == "inductor" and config.plan == "step" and config.mode == "default"
 
     # -- life ------------------------------------------------------------------------------------
     def open(self) -> CompilerSession:

@@ -428,6 +428,20 @@ class ShapePolicy:
 
         return padded
 
+    def pad_in_dataloader(self, dataloader: Any) -> bool:
+        """Pad each batch to its bucket in ``dataloader``'s collate function (:meth:`wrap_collate`),
+        on the host, before the dataloader moves it to the device (through accelerate's and
+        torch_xla's wrappers to the ``DataLoader`` inside). Returns False when none is found."""
+        from torch.utils.data import DataLoader
+
+        from sagemaker_tc import _hf_internals
+
+        loader = _hf_internals.innermost_dataloader(dataloader)
+        if not isinstance(loader, DataLoader):
+            return False
+        loader.collate_fn = self.wrap_collate(loader.collate_fn)
+        return True
+
     def _collator_pads(self) -> bool:
         return self.stats is not None and self.stats.active
 

@@ -190,15 +190,7 @@ class XlaBackend:
         """Pad each batch to its bucket in ``dataloader``'s collate function, on the host, before a
         ``Trainer``'s dataloader moves it to the XLA device (accelerate's ``MpDeviceLoaderWrapper``
         around a ``DataLoader``), by ``shapes``. Returns False when no ``DataLoader`` is found inside."""
-        from torch.utils.data import DataLoader
-
-        from sagemaker_tc import _hf_internals
-
-        loader = _hf_internals.innermost_dataloader(dataloader)
-        if not isinstance(loader, DataLoader):
-            return False
-        loader.collate_fn = shapes.wrap_collate(loader.collate_fn)
-        return True
+        return shapes.pad_in_dataloader(dataloader)
 
     def mark_step(self) -> int:
         """Mark the step (right after ``optimizer.step()``): XLA compiles the step's graph when it is

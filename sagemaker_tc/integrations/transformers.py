@@ -137,7 +137,7 @@ def make_callback(session: CompilerSession) -> Any:
                 describe_at_train_begin(session, args, state, train_dataloader, lr_scheduler, optimizer)
             if session.config.enabled and model is not None:
                 prepare_training(session, model, optimizer, args, state, bool(args.torch_compile), train_dataloader)
-            if train_dataloader is not None and session.config.compiles and session.config.plan == "step":
+            if train_dataloader is not None and session.whole_step_named():
                 _hf_internals.set_dataloader_non_blocking(train_dataloader)  # same batches, no wait per step
 
         def on_step_begin(self, args, state, control, **kwargs):
