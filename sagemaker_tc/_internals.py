@@ -326,6 +326,20 @@ def keep_lr_scheduler_tracking(step: Any, optimizer: Any) -> Callable[[], None]:
     return stepped
 
 
+def optimizer_step_hook_count(optimizer: Any) -> int:
+    """The step hooks that would run around ``optimizer.step()``: the optimizer's own
+    (``_optimizer_step_pre_hooks`` / ``_optimizer_step_post_hooks``) and torch's global ones
+    (``torch.optim.optimizer._global_optimizer_pre_hooks`` / ``_global_optimizer_post_hooks``), torch
+    2.0 to 2.13. A missing dict counts 0."""
+    from torch.optim import optimizer as module
+
+    own = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")
+    shared = ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks")
+    return sum(len(getattr(optimizer, name, None) or ()) for name in own) + sum(
+        len(getattr(module, name, None) or ()) for name in shared
+    )
+
+
 def mark_lr_scheduler_stepped(optimizer: Any) -> None:
     """Tell a torch LR scheduler that ``optimizer`` stepped without calling its ``step``
     (``optimizer._opt_called = True``, read at the scheduler's first step; torch 2.0 to 2.13)."""

@@ -131,6 +131,9 @@ def test_what_the_whole_step_cannot_hold_is_named(tmp_path):
     assert unmet_preconditions(_bare_trainer(tmp_path, gradient_accumulation_steps=2)) == "gradient accumulation > 1"
     assert "overrides compute_loss" in unmet_preconditions(_bare_trainer(tmp_path, OwnLoss))
     assert "SGD" in unmet_preconditions(_bare_trainer(tmp_path, optim="sgd"))
+    hooked = _bare_trainer(tmp_path)
+    hooked.optimizer.register_step_post_hook(lambda *args: None)
+    assert "step hooks" in unmet_preconditions(hooked)
     on_plateau = _bare_trainer(tmp_path)
     on_plateau.lr_scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(on_plateau.optimizer)
     assert "LRScheduler" in unmet_preconditions(on_plateau)

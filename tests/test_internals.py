@@ -301,6 +301,10 @@ def _captured_step_internals():
     )
     assert torch.equal(ours, theirs)
     optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    hooks = _internals.optimizer_step_hook_count(optimizer)
+    handle = optimizer.register_step_post_hook(lambda *args: None)
+    assert _internals.optimizer_step_hook_count(optimizer) == hooks + 1
+    handle.remove()
     _internals.mark_lr_scheduler_stepped(optimizer)
     assert optimizer._opt_called is True
     if torch.cuda.is_available():  # the recording context: CUDA only (the GPU check runs it)

@@ -52,8 +52,8 @@ _STEP_CALLBACK_EVENTS = ("on_pre_optimizer_step", "on_optimizer_step")
 def unmet_preconditions(trainer: Any) -> str | None:
     """Why ``trainer``'s step cannot be captured whole, or None when it can: one process and one
     GPU, gradient accumulation 1, no fp16 loss scaling, no DeepSpeed or FSDP, ``training_step`` and
-    ``compute_loss`` not overridden, torch's Adam/AdamW, a torch learning-rate scheduler stepped per
-    step, and no callback that acts between the backward and the optimizer step."""
+    ``compute_loss`` not overridden, torch's Adam/AdamW with no step hooks, a torch learning-rate
+    scheduler stepped per step, and no callback that acts between the backward and the optimizer step."""
     import torch
     from transformers import Trainer, TrainerCallback
 
@@ -77,6 +77,8 @@ def unmet_preconditions(trainer: Any) -> str | None:
     reason = unsupported_reason(optimizer)
     if reason is not None:
         return reason
+    if _internals.optimizer_step_hook_count(optimizer):
+        return "optimizer step hooks are registered (a recorded step runs no Python around the update)"
     scheduler = getattr(trainer.lr_scheduler, "scheduler", trainer.lr_scheduler)  # accelerate's wrapper
     plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)  # stepped on metrics, not steps
     if plateau or not isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler):
