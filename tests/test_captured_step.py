@@ -179,3 +179,23 @@ def test_an_optimizer_the_step_cannot_hold_is_refused_with_the_reason():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(StepBodyUnsupported, match="torch.optim.sgd.SGD"):
         StepBody(optimizer, list(model.parameters()), 1.0, lambda batch: None)
+
+
+class FailingBody(CallReplay):
+    def warm_up(self, body):
+        raise RuntimeError("expected scalar type Float but found Double")
+
+
+def test_a_warm_up_that_fails_drops_every_recording_and_says_why():
+    from sagemaker_tc.compiler.captured_step import StepBodyFailed
+
+    model = _model()
+    with pytest.raises(StepBodyFailed, match="expected scalar type Float"):
+        _captured(model, _batches([16, 16]), FailingBody())
+
+
+def test_the_learning_rate_tensor_is_what_the_fused_kernel_reads():
+    from sagemaker_tc.compiler.step_body import learning_rate_dtype
+
+    assert learning_rate_dtype("cuda") == torch.float32  # the CUDA kernel reads a float
+    assert learning_rate_dtype("cpu") == torch.float64  # bit for bit the Python-float update on the CPU

@@ -135,6 +135,12 @@ class CaptureFailed(Exception):
         self.key, self.reason = key, reason
 
 
+class StepBodyFailed(Exception):
+    """The whole step failed uncaptured (a warm-up step); every recording was dropped. Its
+    update is one fused kernel after the backward, so a failure before or in it leaves the
+    parameters as they were."""
+
+
 class GraphsInvalidated(Exception):
     """The model changed under the recordings (the fingerprint differs); they were dropped."""
 
@@ -214,6 +220,7 @@ class CapturedStep:
         Raises:
             GraphsInvalidated: the model's fingerprint changed: every recording was dropped and the
                 step did not run.
+            StepBodyFailed: a warm-up step raised: every recording was dropped.
             CaptureFailed: the key's recording failed: it is marked uncaptured and the step did not run.
         """
         self._check_fingerprint()
@@ -228,7 +235,15 @@ class CapturedStep:
         state.seen += 1
         self.body.set_learning_rates()
         if state.handle is None and state.seen <= WARM_UP_STEPS:
-            self.backend.warm_up(lambda: self.body.run(inputs))
+            try:
+                self.backend.warm_up(lambda: self.body.run(inputs))
+            except Exception as error:  # the body itself fails: no key can record it
+                self.release()
+                reason = error_summary(error)
+                self.counts.capture_failures.append(
+                    {"bucket": "every bucket (an uncaptured warm-up step)", "reason": reason}
+                )
+                raise StepBodyFailed(reason) from error
             self.counts.warm_ups += 1
             return "warm-up"
         if state.handle is None:

@@ -8,13 +8,13 @@ the same numbers with nothing a recording cannot hold:
 
 - the gradients are allocated once, before any recording, and zeroed in place at the start of each
   step (``0 + g == g``: the backward's accumulation gives the same values as a fresh gradient);
-- clipping is the caller's own clip (the ``Trainer``'s ``_clip_grad_norm``, which reads nothing
-  back to the host in transformers 5), else torch's ``clip_grad_norm_``; the norm stays a tensor;
+- clipping is the caller's own clip (the ``Trainer``'s: accelerate's ``clip_grad_norm_``, which
+  reads nothing back to the host), else torch's ``clip_grad_norm_``; the norm stays a tensor;
 - the update is torch's functional fused Adam/AdamW (``capturable=True``) on the optimizer's own
-  state tensors, the learning rate of each parameter group a 0-dim float64 tensor on the device that
-  :meth:`StepBody.set_learning_rates` fills from the group's Python float before each step. The
-  optimizer's ``param_groups`` keep Python floats, so ``get_last_lr()`` never reads the device and
-  ``state_dict()`` is what an uncaptured run saves;
+  state tensors, the learning rate of each parameter group a 0-dim tensor on the device
+  (:func:`learning_rate_dtype`) that :meth:`StepBody.set_learning_rates` fills from the group's
+  Python float before each step. The optimizer's ``param_groups`` keep Python floats, so
+  ``get_last_lr()`` never reads the device and ``state_dict()`` is what an uncaptured run saves;
 - the loss and the gradient norm are copied into buffers allocated before recording.
 
 The learning-rate scheduler stays on the host (Python floats). Only parameters that received a
@@ -30,6 +30,15 @@ from typing import Any
 from sagemaker_tc import _internals
 
 SUPPORTED_OPTIMIZERS = ("Adam", "AdamW")
+
+
+def learning_rate_dtype(device: Any) -> Any:
+    """The dtype of the learning-rate tensor the fused update reads on ``device``: float32 on CUDA
+    (the kernel reads the tensor as float), float64 elsewhere (the CPU kernel reads a double: with
+    float64 its update is bit for bit the one a Python-float learning rate gives)."""
+    import torch
+
+    return torch.float32 if torch.device(device).type == "cuda" else torch.float64
 
 
 class StepBodyUnsupported(Exception):
@@ -65,8 +74,9 @@ class StepBody:
         max_grad_norm: clip the gradients' total 2-norm to this (the ``Trainer``'s
             ``max_grad_norm``); ``<= 0``: no clipping, no norm.
         loss_of: ``loss_of(inputs) -> loss``: the forward and loss (a 0-dim tensor) for one batch.
-        clip: ``clip() -> norm``: clips the gradients to ``max_grad_norm`` and returns their total
-            norm (a 0-dim tensor) without reading it; None: ``torch.nn.utils.clip_grad_norm_``.
+        clip: ``clip() -> norm``: clips the gradients (the caller's rule) and returns their total norm
+            (a 0-dim tensor) without reading it, run at every step; None: torch's
+            ``clip_grad_norm_`` to ``max_grad_norm`` when it is ``> 0``, else nothing.
 
     Raises:
         StepBodyUnsupported: the optimizer cannot run in a captured step (:func:`unsupported_reason`).
@@ -87,7 +97,7 @@ class StepBody:
             raise StepBodyUnsupported(reason)
         self.optimizer = optimizer
         self.loss_of = loss_of
-        self.clip = clip or self._torch_clip
+        self.clip = clip or (self._torch_clip if float(max_grad_norm or 0.0) > 0 else None)
         self.max_grad_norm = float(max_grad_norm or 0.0)
         taking_part = {id(p) for p in params}
         self.groups = [[p for p in g["params"] if id(p) in taking_part] for g in optimizer.param_groups]
@@ -97,7 +107,8 @@ class StepBody:
             raise StepBodyUnsupported("a parameter taking part has no gradient to keep")
         device = self.params[0].device if self.params else torch.device("cpu")
         self.learning_rates = [
-            torch.tensor(float(g["lr"]), dtype=torch.float64, device=device) for g in optimizer.param_groups
+            torch.tensor(float(g["lr"]), dtype=learning_rate_dtype(device), device=device)
+            for g in optimizer.param_groups
         ]
         self.loss = torch.zeros((), dtype=torch.float32, device=device)
         self.grad_norm = torch.zeros((), dtype=torch.float32, device=device)
@@ -143,7 +154,7 @@ class StepBody:
         self.zero_grads()
         loss = self.loss_of(inputs)
         loss.backward()
-        if self.max_grad_norm > 0:
+        if self.clip is not None:
             self.grad_norm.copy_(self.clip())
         for group, params, lr in zip(self.optimizer.param_groups, self.groups, self.learning_rates, strict=True):
             if params:

@@ -10,8 +10,8 @@ is wrapped (:func:`wrap_training_step`); per optimizer step the wrapper:
   bucket key whose recording did not fail runs the whole step (:class:`~.captured_step.CapturedStep`:
   warm-ups, recording, replays); any other batch (an epoch's shorter last batch, a failed key, the job's
   first step, which finds the parameters that get gradients) runs the Trainer's own step;
-- for a whole step, makes the Trainer's follow-up calls return its results: ``_clip_grad_norm`` the
-  norm computed in the step, ``optimizer.step()`` nothing (the scheduler is told the optimizer
+- for a whole step, makes the Trainer's follow-up calls return its results: accelerate's
+  ``clip_grad_norm_`` the norm computed in the step, ``optimizer.step()`` nothing (the scheduler is told the optimizer
   stepped), ``model.zero_grad()`` nothing (the next step zeroes the kept gradients in place; after a
   Trainer step it zeroes them in place instead of freeing them, which would break a recording);
 - applies the Trainer's NaN/Inf filter to the returned loss without a host sync (the Trainer's own
@@ -39,6 +39,7 @@ from sagemaker_tc.compiler.captured_step import (
     CaptureFailed,
     GraphBackend,
     GraphsInvalidated,
+    StepBodyFailed,
     bucket_key,
 )
 from sagemaker_tc.compiler.optimizers import unwrap
@@ -117,6 +118,7 @@ class TrainerCapture:
         self.counts = counts
         self.rows = _hf_internals.trainer_rows(trainer)
         self.taking_part: list[Any] | None = None
+        self.disabled: str | None = None  # why the whole step is off for the rest of the job
         self.captured: CapturedStep | None = None
         self.handled = False  # the current optimizer step ran whole: the follow-up calls return its results
         self._body: StepBody | None = None  # the body that ran it
@@ -134,15 +136,20 @@ class TrainerCapture:
         model.train()
         batch = self._batch(inputs, num_items)
         key = bucket_key(batch) if batch is not None else None
-        whole = key is not None and _rows(batch) == self.rows and self.taking_part is not None
+        whole = key is not None and _rows(batch) == self.rows and self.taking_part is not None and not self.disabled
         if whole and (self.captured is None or self.captured.can_run(key)):
             try:
                 return self._whole(model, key, batch)
-            except (GraphsInvalidated, CaptureFailed, StepBodyUnsupported) as error:
-                if not isinstance(error, CaptureFailed):
-                    self.release()
-                    self.taking_part = None
-                    logger.info("Captured step: %s; the Trainer's own step runs, recordings start again", error)
+            except (StepBodyFailed, StepBodyUnsupported) as error:
+                self.release()
+                self.disabled = str(error)
+                logger.warning("CAPTURED STEP OFF: the whole step failed (%s); the Trainer's own steps run", error)
+            except GraphsInvalidated as error:
+                self.release()
+                self.taking_part = None
+                logger.info("Captured step: %s; the Trainer's own step runs, recordings start again", error)
+            except CaptureFailed:
+                pass  # the key runs the Trainer's own steps from now on
         loss = self._trainer_step(original, model, inputs, num_items)
         if self.taking_part is None:
             self.taking_part = [p for p in model.parameters() if p.grad is not None]
@@ -187,6 +194,8 @@ class TrainerCapture:
         import torch
 
         trainer = self.trainer
+        clip_to = float(trainer.args.max_grad_norm or 0.0)
+        clip_to = clip_to if clip_to > 0 else float("inf")  # transformers 5 logs the norm unclipped then
         for param, stride in zip(self.taking_part or [], self._layouts, strict=True):
             # the layout the backward gave the Trainer's gradient: the norm then sums in the same order
             param.grad = torch.empty_strided(param.shape, stride, dtype=param.dtype, device=param.device).zero_()
@@ -201,7 +210,7 @@ class TrainerCapture:
             list(self.taking_part or []),
             float(trainer.args.max_grad_norm or 0.0),
             loss_of,
-            clip=lambda: self._original_clip(model),
+            clip=lambda: self._original_clip(model.parameters(), clip_to),
         )
         return CapturedStep(body, self.backend, lambda: fingerprint(model), self.counts)
 
@@ -219,8 +228,8 @@ class TrainerCapture:
         """Patch the Trainer's follow-up calls on these instances (module docstring); undone by
         :meth:`uninstall`."""
         trainer = self.trainer
-        self._original_clip = trainer._clip_grad_norm
-        self._patch(trainer, "_clip_grad_norm", self._clip)
+        self._original_clip = trainer.accelerator.clip_grad_norm_
+        self._patch(trainer.accelerator, "clip_grad_norm_", self._clip)
         accelerated = trainer.optimizer
         original_step = accelerated.step
         self._patch(accelerated, "step", functools.partial(self._optimizer_step, original_step))
@@ -235,7 +244,7 @@ class TrainerCapture:
             self._undo.append(lambda: setattr(trainer.args, "logging_nan_inf_filter", True))
 
     _filtering = False
-    _original_clip: Callable[[Any], Any]
+    _original_clip: Callable[..., Any]
 
     def _patch(self, owner: Any, name: str, replacement: Callable[..., Any]) -> None:
         had = name in vars(owner)
@@ -251,8 +260,10 @@ class TrainerCapture:
 
         self._undo.append(undo)
 
-    def _clip(self, model: Any) -> Any:
-        return self._body.grad_norm if self.handled and self._body is not None else self._original_clip(model)
+    def _clip(self, parameters: Any, max_norm: float, *args: Any, **kwargs: Any) -> Any:
+        if self.handled and self._body is not None:
+            return self._body.grad_norm
+        return self._original_clip(parameters, max_norm, *args, **kwargs)
 
     def _optimizer_step(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self.handled:
