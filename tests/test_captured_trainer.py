@@ -228,6 +228,11 @@ def test_steady_whole_steps_make_no_host_sync(tmp_path, tiny_bert_dir):
             if watched and watched[-1] == state.global_step - 1:
                 spy.__exit__(None, None, None)
 
-    _, _, _, report = _train(tmp_path, tiny_bert_dir, CountingReplay(), logging_steps=100, callbacks=[Watch()])
+    import transformers
+
+    # transformers 4.x keeps the loss sum a local of its loop: its NaN/Inf filter stays (a documented sync)
+    filter_kept = int(transformers.__version__.split(".")[0]) < 5
+    extra = {"logging_nan_inf_filter": False} if filter_kept else {}
+    _, _, _, report = _train(tmp_path, tiny_bert_dir, CountingReplay(), logging_steps=100, callbacks=[Watch()], **extra)
     assert watched and spy.calls == []
     assert report["captured_step"]["replays"] >= 3
