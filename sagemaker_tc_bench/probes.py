@@ -89,11 +89,17 @@ class GraphCounter:
     """Counts CUDA graphs recorded (``CUDAGraph.capture_begin`` calls) and replayed (``.replay``
     calls) while installed: wraps the two methods of ``torch.cuda.CUDAGraph`` and puts them back on
     :meth:`uninstall`. ``available`` is False where torch has no such methods (nothing counted).
-    Usable as a context manager."""
+    Usable as a context manager.
 
-    def __init__(self) -> None:
+    Args:
+        graph_class: the class whose two methods are counted (default ``torch.cuda.CUDAGraph``; a
+            test passes a stand-in).
+    """
+
+    def __init__(self, graph_class: type | None = None) -> None:
         self.recorded = 0
         self.replays = 0
+        self._class = graph_class
         self._saved: dict[str, Any] = {}
         self.available = False
 
@@ -101,17 +107,19 @@ class GraphCounter:
         """Start counting (idempotent)."""
         if self._saved:
             return self
-        try:
-            from torch.cuda.graphs import CUDAGraph
-        except ImportError:
-            return self
+        if self._class is None:
+            try:
+                from torch.cuda.graphs import CUDAGraph
+            except ImportError:
+                return self
+            self._class = CUDAGraph
         for name in ("capture_begin", "replay"):
-            original = CUDAGraph.__dict__.get(name)
-            if original is None:  # not a Python method here: leave everything as it is
+            original = getattr(self._class, name, None)
+            if not callable(original):  # nothing to count here: leave everything as it is
                 self.uninstall()
                 return self
-            self._saved[name] = original
-            setattr(CUDAGraph, name, self._counting(name, original))
+            self._saved[name] = self._class.__dict__.get(name)  # None: inherited, removed again on uninstall
+            setattr(self._class, name, self._counting(name, original))
         self.available = True
         return self
 
@@ -126,12 +134,11 @@ class GraphCounter:
 
     def uninstall(self) -> None:
         """Stop counting; the counts stay."""
-        if not self._saved:
-            return
-        from torch.cuda.graphs import CUDAGraph
-
         for name, original in self._saved.items():
-            setattr(CUDAGraph, name, original)
+            if original is None:
+                delattr(self._class, name)
+            else:
+                setattr(self._class, name, original)
         self._saved = {}
 
     def counts(self) -> tuple[int, int] | None:

@@ -301,10 +301,18 @@ def _figures(step: Any, next_index: int, spec: WorkerSpec, device: Any, before: 
         "cuda_graph_replays_per_step": (after[1] - before[1]) / spec.steps if after and before else None,
         "inductor_cudagraph_counters": probes.inductor_cudagraph_counters(),
     }
-    figures["gpu_busy_ms"] = probes.gpu_busy_ms(step, next_index, device)
-    figures["syncs_per_step"] = probes.syncs_per_step(step, next_index + probes.PROBE_STEPS, device)
+    figures["probe_errors"] = {}
+    for offset, (key, probe) in enumerate(
+        (("gpu_busy_ms", probes.gpu_busy_ms), ("syncs_per_step", probes.syncs_per_step))
+    ):
+        try:
+            figures[key] = probe(step, next_index + offset * probes.PROBE_STEPS, device)
+        except Exception as error:  # a side measurement: it must not cost the row its step time
+            logger.warning("%s %s: the %s pass failed: %s", spec.model, spec.variant, key, error)
+            figures[key] = None
+            figures["probe_errors"][key] = f"{type(error).__name__}: {error}"
     cuda_only = ("gpu_busy_ms", "syncs_per_step", "peak_reserved_bytes")
-    figures["needs_cuda"] = [key for key in cuda_only if figures[key] is None]
+    figures["needs_cuda"] = [key for key in cuda_only if figures[key] is None and device.type != "cuda"]
     return figures
 
 
