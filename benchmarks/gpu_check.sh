@@ -15,7 +15,7 @@
 #     model plan) -> gpu-check-bert.{json,md,png}, with "ours vs peer" (each step row against the peer of
 #     its own round), "ours vs peer+reduce-overhead" and "vs uncompiled (same settings)";
 #   pass 2 "more", only in the time pass 1 left: roberta-base and gpt2 (GPU_CHECK_MODELS) with
-#     hf-torch-compile, sagemaker-tc-step, hf-torch-compile-reduce-overhead, eager-tuned, sagemaker-tc and
+#     hf-torch-compile, sagemaker-tc-step, eager-tuned, hf-torch-compile-reduce-overhead, sagemaker-tc and
 #     eager -> gpu-check-more.{json,md,png}. GPU_CHECK_SUITE=more runs pass 2 alone with the whole budget:
 #     the second call, after the bert-base one.
 # Rows run in the order listed: when the budget is spent, the last rows are "skipped" (or, started with
@@ -34,8 +34,10 @@
 #   a whole-model compile ~50-57 s (the peer), ours auto ~57-65 s; 60 steps instead of 20 add ~1-2 s and
 #   the two probe passes a few seconds. Pass 1's first seven rows take ~330 s: sagemaker-tc, last, may be
 #   cut short (it chose model, 0.96x the peer, in gpu-check-h200_202612-bert-pair); pass 2 then has no time
-#   left: run it as its own call (GPU_CHECK_SUITE=more, one model per call with GPU_CHECK_MODELS if needed:
-#   each model gets an equal share of the budget).
+#   left: run it as its own call (GPU_CHECK_SUITE=more). Each model gets an equal share, ~170 s of 340 for
+#   two: about the peer, ours step and eager-tuned (~135 s); the later rows of a model are cut short or
+#   skipped. GPU_CHECK_MODELS=roberta-base (one model) fits all six rows (~275 s), but three calls (bert,
+#   roberta, gpt2) do not fit 15 device minutes.
 # Every variant's time limit is what is left of its model's share; a variant that does not fit is
 # recorded as "skipped" and the files are still written.
 # Exits 2 at once without a usable GPU or package, 1 when a variant failed or was skipped, else 0
@@ -87,7 +89,7 @@ LOG=gpu-check.log
 CARRY=benchmarks/.gpu-carry
 BERT_ROWS=(hf-torch-compile sagemaker-tc-step sagemaker-tc-step@2 hf-torch-compile@2 hf-torch-compile-reduce-overhead
     eager-tuned eager sagemaker-tc)
-MORE_ROWS=(hf-torch-compile sagemaker-tc-step hf-torch-compile-reduce-overhead eager-tuned sagemaker-tc eager)
+MORE_ROWS=(hf-torch-compile sagemaker-tc-step eager-tuned hf-torch-compile-reduce-overhead sagemaker-tc eager)
 if [[ "$DRY" == "cpu" ]]; then
     MODELS=(bert-base-uncased)
     MORE_MODELS=(gpt2)
@@ -200,7 +202,7 @@ main() {
         return
     fi
 
-    local status=0 start=$SECONDS left
+    local status=0 start=$SECONDS
     if [[ "$SUITE" != "more" ]]; then
         echo "gpu_check: pass 1 (${MODELS[*]}: ${BERT_ROWS[*]}), budget $PASS1_BUDGET_S s"
         timeout $((PASS1_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli bench --models "${MODELS[@]}" "${COMMON[@]}" \
