@@ -185,7 +185,7 @@ def print_table(document: dict[str, Any], stream: IO[str] | None = None) -> None
             table.add_section()
         previous_model = row["model"]
         table.add_row(*(_cell(key, row) for key, _ in shown))
-    console = Console(file=stream, width=260)
+    console = Console(file=stream, width=400)  # wide enough for every column unwrapped (a log, not a terminal)
     console.print(table)
     for row in document["results"]:
         if row.get("status") != "ok":
