@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
-# One prepared GPU run on one H200 (see benchmarks/README.md, "gpu_check.sh"): full-size
-# bert-base-uncased and gpt2, batch 32 x 128 tokens, bf16 autocast, 20 timed steps, each
-# variant in its own process with an empty compile cache.
-#   pass 1 "ours vs the peer" (first, and the one that matters): for each model eager (torch's default
-#     AdamW), eager-tuned (uncompiled with the compiled variants' settings: fused AdamW, SDPA),
-#     hf-torch-compile (what TrainingArguments(torch_compile=True) does) and sagemaker-tc (the default
-#     config: plan="auto" told the job has 10,000 steps) -> gpu-check-plans.{json,md,png}, with the
-#     "vs uncompiled (same settings)" and "ours vs peer" columns and, per model, what plan="auto"
-#     measured and chose. Every variant is timed after the same untimed warm-up (as many steps as
-#     plan="auto" may take to decide: sagemaker_tc_bench.worker.WARMUP_STEPS);
-#   pass 2 "each plan", only in the time pass 1 left: bert-base-uncased compiled by plan regional and
-#     by plan model from the first step -> gpu-check-each-plan.{json,md,png}. (The step plan, CUDA
-#     graphs, is not run: it is opt-in.)
+# One prepared GPU run on one H100/H200 (see benchmarks/README.md, "gpu_check.sh"): full-size models,
+# batch 32 x 128 tokens, bf16 autocast, 60 timed Trainer-shaped steps (clip at 1.0, a linear LambdaLR, the
+# loss read every 50 steps: sagemaker_tc_bench.worker.trainer_step), every row in its own process with an
+# empty compile cache, after the same untimed warm-up (sagemaker_tc_bench.worker.WARMUP_STEPS). Each row
+# has host ms, GPU-busy ms, syncs per step, CUDA graphs recorded and replays per step, and peak reserved
+# memory beside max allocated (benchmarks/README.md, "Columns").
+#   pass 1 "bert" (first, the one that matters): bert-base-uncased, the headline pair twice in ABBA order,
+#     then the other rows: hf-torch-compile (the peer: TrainingArguments(torch_compile=True)),
+#     sagemaker-tc-step (plan="step" from the first step: cudagraph trees on forward and backward),
+#     sagemaker-tc-step@2, hf-torch-compile@2 (the same two again, each its own row and cache),
+#     hf-torch-compile-reduce-overhead (the peer with torch_compile_mode="reduce-overhead"), eager-tuned
+#     (uncompiled with the compiled rows' settings: fused AdamW, SDPA), eager (torch's default AdamW) and
+#     sagemaker-tc (the default config: plan="auto" told the job has 10,000 steps; on CUDA it chooses the
+#     model plan) -> gpu-check-bert.{json,md,png}, with "ours vs peer" (each step row against the peer of
+#     its own round), "ours vs peer+reduce-overhead" and "vs uncompiled (same settings)";
+#   pass 2 "more", only in the time pass 1 left: roberta-base and gpt2 (GPU_CHECK_MODELS) with
+#     hf-torch-compile, sagemaker-tc-step, eager-tuned, hf-torch-compile-reduce-overhead, sagemaker-tc and
+#     eager -> gpu-check-more.{json,md,png}. GPU_CHECK_SUITE=more runs pass 2 alone with the whole budget:
+#     the second call, after the bert-base one.
+# Rows run in the order listed: when the budget is spent, the last rows are "skipped" (or, started with
+# too little time left, "failed" at their timeout), and the files are still written.
 # Everything the script prints also goes to gpu-check.log: at most 7 files in $OUT (the device tool
 # brings back 8). A failed variant's traceback and last output are in its pass's JSON and Markdown.
 #
-# Budget, counted from the script's own timeouts (TOTAL_S = 420 s after a preflight of a few seconds):
-#   pass 1: `bench --time-budget 370`, which gives each of the 2 models an equal share of the time
-#     left (185 s for the first; what a model leaves goes to the next; on the H200 in 2026-12 a model's
-#     four variants took 155-168 s, so a third model starved the last variant), killed at 370 + 20 s of slack
-#     for the bench's own start, tokenizing, table and plot: at most 390 s;
-#   pass 2: runs only when at least 90 s of the 420 are left; then `--time-budget LEFT-20`, killed at
-#     LEFT s: it ends by 420 s;
-#   worst case: 390 s + (420 - 390) s = 420 s, and pass 2 is then skipped; nothing else runs.
+# Budget, counted from the script's own timeouts (TOTAL_S = 360 s after a preflight of a few seconds):
+#   pass 1: `bench --time-budget 335`, killed at 335 + 20 s of slack for the bench's own start,
+#     tokenizing, table and plot: at most 355 s;
+#   pass 2: runs only when at least 90 s of the 360 are left; then `--time-budget LEFT-20`, killed at
+#     LEFT s: it ends by 360 s;
+#   one call of 360 s + the preflight + transfers (timeout_s 390) fits 15 minutes of device time twice
+#   with one machine start (120 s + 2 x 390 s = 900 s): a rerun, or GPU_CHECK_SUITE=more, fits.
+#   Expected per row on the H200 in 2026-12 (process_wall_s of gpu-check-h200_202612-*): eager ~17-19 s,
+#   a whole-model compile ~50-57 s (the peer), ours auto ~57-65 s; 60 steps instead of 20 add ~1-2 s and
+#   the two probe passes a few seconds. Pass 1's first seven rows take ~330 s: sagemaker-tc, last, may be
+#   cut short (it chose model, 0.96x the peer, in gpu-check-h200_202612-bert-pair); pass 2 then has no time
+#   left: run it as its own call (GPU_CHECK_SUITE=more). Each model gets an equal share, ~170 s of 340 for
+#   two: about the peer, ours step and eager-tuned (~135 s); the later rows of a model are cut short or
+#   skipped. GPU_CHECK_MODELS=roberta-base (one model) fits all six rows (~275 s), but three calls (bert,
+#   roberta, gpt2) do not fit 15 device minutes.
 # Every variant's time limit is what is left of its model's share; a variant that does not fit is
 # recorded as "skipped" and the files are still written.
 # Exits 2 at once without a usable GPU or package, 1 when a variant failed or was skipped, else 0
@@ -33,9 +48,10 @@
 # tokenizer package (the lent H200 has neither, and no registry), `make gpu-carry` builds
 # benchmarks/.gpu-carry here; carried along, it is used for what the machine lacks and nothing else.
 #
-# GPU_CHECK_DRY_RUN=cpu runs the same passes on this machine's CPU, on one tiny model in fp32 with a
-# few steps, and pass 2 with plan regional only (a CPU compiles slowly): it checks the script, not
-# the numbers (tests/test_gpu_check.py runs it).
+# GPU_CHECK_DRY_RUN=cpu runs the same passes on this machine's CPU, in fp32 with a few steps: pass 1 on
+# tiny bert-base-uncased with every row (CUDA-only figures read "needs CUDA"; reduce-overhead and the step
+# plan record no CUDA graph on a CPU), pass 2 on tiny gpt2 with eager-tuned only (a CPU compiles slowly):
+# it checks the script, not the numbers (tests/test_gpu_check.py runs it).
 #
 # GPU_CHECK_SUITE=llama runs another check in place of passes 1 and 2 (the default, unset, is the above):
 # llama-3.2-1b (1,235,814,400 parameters, Llama 3.2 1B's published config, random weights), 1,024
@@ -71,19 +87,24 @@ DRY="${GPU_CHECK_DRY_RUN:-}"
 SUITE="${GPU_CHECK_SUITE:-}"
 LOG=gpu-check.log
 CARRY=benchmarks/.gpu-carry
+BERT_ROWS=(hf-torch-compile sagemaker-tc-step sagemaker-tc-step@2 hf-torch-compile@2 hf-torch-compile-reduce-overhead
+    eager-tuned eager sagemaker-tc)
+MORE_ROWS=(hf-torch-compile sagemaker-tc-step eager-tuned hf-torch-compile-reduce-overhead sagemaker-tc eager)
 if [[ "$DRY" == "cpu" ]]; then
     MODELS=(bert-base-uncased)
+    MORE_MODELS=(gpt2)
+    MORE_ROWS=(eager-tuned)
     COMMON=(--size tiny --seq-len 32 --batch-size 4 --dtype fp32 --device cpu --steps 4)
-    PLANS=(sagemaker-tc-regional)
-    TOTAL_S=1200; PASS1_BUDGET_S=800; SLACK_S=60; PASS2_MIN_S=120
+    TOTAL_S=1500; PASS1_BUDGET_S=1200; SLACK_S=60; PASS2_MIN_S=120
 else
-    MODELS=(bert-base-uncased gpt2)
-    COMMON=(--size full --seq-len 128 --batch-size 32 --dtype bf16 --device cuda --steps 20)
-    PLANS=(sagemaker-tc-regional sagemaker-tc-model)
-    TOTAL_S=420; PASS1_BUDGET_S=370; SLACK_S=20; PASS2_MIN_S=90
+    MODELS=(bert-base-uncased)
+    read -r -a MORE_MODELS <<<"${GPU_CHECK_MODELS:-roberta-base gpt2}"
+    COMMON=(--size full --seq-len 128 --batch-size 32 --dtype bf16 --device cuda --steps 60)
+    TOTAL_S=360; PASS1_BUDGET_S=335; SLACK_S=20; PASS2_MIN_S=90
 fi
 case "$SUITE" in
     "") ;;
+    more) LOG=gpu-check-more.log ;;
     llama)
         MODELS=(llama-3.2-1b)
         LOG=gpu-check-llama.log
@@ -97,7 +118,7 @@ case "$SUITE" in
         fi
         ;;
     *)
-        echo "gpu_check: unknown GPU_CHECK_SUITE '$SUITE' (leave it unset for the default passes, or llama)" >&2
+        echo "gpu_check: unknown GPU_CHECK_SUITE '$SUITE' (leave it unset for the default passes, or more, or llama)" >&2
         exit 2
         ;;
 esac
@@ -181,23 +202,29 @@ main() {
         return
     fi
 
-    local status=0 start=$SECONDS left
-    echo "gpu_check: pass 1 (${MODELS[*]}: eager, eager-tuned, hf-torch-compile, sagemaker-tc), budget $PASS1_BUDGET_S s"
-    timeout $((PASS1_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli bench --models "${MODELS[@]}" "${COMMON[@]}" \
-        --variants eager eager-tuned hf-torch-compile sagemaker-tc --job-steps 10000 --timeout "$PASS1_BUDGET_S" \
-        --time-budget "$PASS1_BUDGET_S" --out "$OUT_DIR" --name gpu-check-plans || status=1
-
-    left=$((TOTAL_S - (SECONDS - start)))
-    if ((left >= PASS2_MIN_S)); then
-        echo "gpu_check: pass 2 (bert-base-uncased, from the first step: ${PLANS[*]}), budget $((left - SLACK_S)) s"
-        timeout "$left" "$PYTHON" -m sagemaker_tc.cli bench --models bert-base-uncased "${COMMON[@]}" \
-            --variants "${PLANS[@]}" --timeout $((left - SLACK_S)) \
-            --time-budget $((left - SLACK_S)) --out "$OUT_DIR" --name gpu-check-each-plan || status=1
-    else
-        echo "gpu_check: pass 2 left out: $left s of the $TOTAL_S s left, it needs $PASS2_MIN_S s"
+    local status=0 start=$SECONDS
+    if [[ "$SUITE" != "more" ]]; then
+        echo "gpu_check: pass 1 (${MODELS[*]}: ${BERT_ROWS[*]}), budget $PASS1_BUDGET_S s"
+        timeout $((PASS1_BUDGET_S + SLACK_S)) "$PYTHON" -m sagemaker_tc.cli bench --models "${MODELS[@]}" "${COMMON[@]}" \
+            --variants "${BERT_ROWS[@]}" --job-steps 10000 --timeout "$PASS1_BUDGET_S" \
+            --time-budget "$PASS1_BUDGET_S" --out "$OUT_DIR" --name gpu-check-bert || status=1
     fi
+    more_pass "$start" || status=1
     echo "gpu_check: results in $OUT_DIR after $((SECONDS - start)) s (exit $status)"
     return "$status"
+}
+
+# Pass 2 (GPU_CHECK_SUITE=more: alone): the other models, in what is left of TOTAL_S since $1.
+more_pass() {
+    local left=$((TOTAL_S - (SECONDS - $1)))
+    if ((left < PASS2_MIN_S)); then
+        echo "gpu_check: pass 2 left out: $left s of the $TOTAL_S s left, it needs $PASS2_MIN_S s (GPU_CHECK_SUITE=more runs it alone)"
+        return 0
+    fi
+    echo "gpu_check: pass 2 (${MORE_MODELS[*]}: ${MORE_ROWS[*]}), budget $((left - SLACK_S)) s"
+    timeout "$left" "$PYTHON" -m sagemaker_tc.cli bench --models "${MORE_MODELS[@]}" "${COMMON[@]}" \
+        --variants "${MORE_ROWS[@]}" --job-steps 10000 --timeout $((left - SLACK_S)) \
+        --time-budget $((left - SLACK_S)) --out "$OUT_DIR" --name gpu-check-more
 }
 
 mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"

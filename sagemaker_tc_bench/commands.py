@@ -96,7 +96,10 @@ def _suite_arguments(parser: argparse.ArgumentParser, *, variants: bool = False)
     parser.add_argument("--size", default="tiny", help="tiny (default) or full")
     if variants:
         parser.add_argument(
-            "--variants", nargs="+", metavar="NAME", help="default: eager eager-tuned sagemaker-tc hf-torch-compile"
+            "--variants",
+            nargs="+",
+            metavar="NAME",
+            help="default: eager eager-tuned sagemaker-tc hf-torch-compile; NAME@N runs NAME again as its own row",
         )
     parser.add_argument("--seq-len", type=int, help="tokens per sample (default: 64 tiny, 128 full)")
 
@@ -124,7 +127,7 @@ def _bench_arguments(bench: argparse.ArgumentParser) -> None:
     )
     _suite_arguments(bench, variants=True)
     bench.add_argument("--batch-size", type=int, help="samples per step (default: 8 tiny, 32 full)")
-    bench.add_argument("--steps", type=int, default=20, help="timed steps per variant, first included (default 20)")
+    bench.add_argument("--steps", type=int, default=60, help="timed steps per variant, first included (default 60)")
     bench.add_argument("--dtype", default="fp32", help="fp32 (default) or bf16 (autocast, fp32 weights)")
     bench.add_argument("--device", help="cpu or cuda (default: cuda if torch sees a GPU)")
     bench.add_argument(

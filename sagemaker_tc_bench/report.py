@@ -32,10 +32,20 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("recompiles", "recompiles"),
     ("mfu", "MFU"),
     ("speedup_vs_eager", "speedup vs eager"),
+    ("host_ms", "host ms"),
+    ("gpu_busy_ms", "GPU busy ms"),
+    ("syncs_per_step", "syncs/step"),
+    ("cuda_graphs_recorded", "graphs recorded"),
+    ("cuda_graph_replays_per_step", "replays/step"),
+    ("peak_reserved_bytes", "peak reserved MiB"),
 )
 """(result field, column title) of every table column, in order."""
+NEEDS_CUDA_CELL = "needs CUDA"
+"""A CUDA-only figure's cell on a row that ran elsewhere (the row's ``needs_cuda`` names the fields)."""
 PEER_COLUMN = ("ours_vs_peer", "ours vs peer")
 """Added after :data:`COLUMNS` when the run has the peer and one of our variants."""
+PEER_RO_COLUMN = ("ours_vs_peer_ro", "ours vs peer+reduce-overhead")
+"""Added when the run has ``hf-torch-compile-reduce-overhead`` and one of our variants."""
 UNCOMPILED_COLUMN = ("vs_uncompiled", "vs uncompiled (same settings)")
 """Added when the run has ``eager-tuned`` and a compiled variant: each compiled row against the
 uncompiled row with its own optimizer and attention."""
@@ -43,6 +53,7 @@ NOISY_FLAGS = {
     "speedup_vs_eager": "speedup_noisy",
     "ours_vs_peer": "ours_vs_peer_noisy",
     "vs_uncompiled": "vs_uncompiled_noisy",
+    "ours_vs_peer_ro": "ours_vs_peer_ro_noisy",
 }
 """Each ratio column and the row flag that shows it as ``noisy``."""
 MIB = 1024 * 1024
@@ -68,13 +79,16 @@ def columns(document: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The table's (result field, column title) pairs for this run: :data:`COLUMNS`, plus
     :data:`PEER_COLUMN` when the run has ``hf-torch-compile`` and a ``sagemaker-tc`` variant, and
     :data:`UNCOMPILED_COLUMN` when it has ``eager-tuned`` and a compiled variant."""
-    variants = {*document["options"].get("variants", ()), *(row["variant"] for row in document["results"])}
+    named = {*document["options"].get("variants", ()), *(row["variant"] for row in document["results"])}
+    variants = {name.partition("@")[0] for name in named}
     ours = any(v.startswith("sagemaker-tc") for v in variants)
     chosen = COLUMNS
     if "eager-tuned" in variants and (ours or "hf-torch-compile" in variants):
         chosen = (*chosen, UNCOMPILED_COLUMN)
     if "hf-torch-compile" in variants and ours:
         chosen = (*chosen, PEER_COLUMN)
+    if "hf-torch-compile-reduce-overhead" in variants and ours:
+        chosen = (*chosen, PEER_RO_COLUMN)
     return chosen
 
 
@@ -91,18 +105,20 @@ def _cell(key: str, row: dict[str, Any]) -> str:
         return "noisy"
     value = row.get(key)
     if value is None:
-        return "-"
+        return NEEDS_CUDA_CELL if key in (row.get("needs_cuda") or ()) else "-"
     if key == "samples_per_s":
         return f"{value:,.1f}"
-    if key in ("step_ms", "step_ms_iqr"):
+    if key in ("step_ms", "step_ms_iqr", "host_ms", "gpu_busy_ms", "cuda_graph_replays_per_step"):
         return f"{value:,.2f}"
+    if key == "syncs_per_step":
+        return f"{value:.1f}"
     if key == "first_step_s":
         return f"{value:,.2f}"
-    if key == "peak_memory_bytes":
+    if key in ("peak_memory_bytes", "peak_reserved_bytes"):
         return f"{value / MIB:,.0f}"
     if key == "mfu":
         return f"{100 * value:.1f}%"
-    if key in ("speedup_vs_eager", "ours_vs_peer", "vs_uncompiled"):
+    if key in ("speedup_vs_eager", "ours_vs_peer", "vs_uncompiled", "ours_vs_peer_ro"):
         return f"{value:.2f}x"
     return str(value)
 
@@ -169,7 +185,7 @@ def print_table(document: dict[str, Any], stream: IO[str] | None = None) -> None
             table.add_section()
         previous_model = row["model"]
         table.add_row(*(_cell(key, row) for key, _ in shown))
-    console = Console(file=stream, width=180)
+    console = Console(file=stream, width=400)  # wide enough for every column unwrapped (a log, not a terminal)
     console.print(table)
     for row in document["results"]:
         if row.get("status") != "ok":

@@ -108,6 +108,8 @@ RULES = {
     "first_step_s": "wall time of the first optimizer step (includes compilation for compiled variants), s; "
     "it is the first of the untimed warm-up every variant runs alike (details.warmup_steps) before the timed steps",
     "peak_memory": "CUDA: torch.cuda.max_memory_allocated during training; CPU: the variant process's peak RSS",
+    "repeats": "a variant named NAME@N is NAME run again as its own row (own process, empty compile cache); a "
+    "sagemaker-tc*@N row's ours_vs_peer is against hf-torch-compile@N when that ran (the ABBA pair)",
     "recompiles": "dynamo compilations of an already-compiled frame (compile id N/k, k > 0)",
     "mfu": "flops_per_sample * samples_per_s / peak FLOP/s of the GPU for the dtype (null on CPU or unknown GPU)",
     "flops_per_sample": "6 x (weight elements x rows multiplied, all nn.Linear/Conv1D calls of one sample's "
@@ -116,6 +118,23 @@ RULES = {
     "eager q3 / variant q1",
     "vs_uncompiled": "on compiled rows (sagemaker-tc*, hf-torch-compile): the row's samples_per_s / eager-tuned's "
     "(uncompiled, the same optimizer and attention; same model); vs_uncompiled_noisy when either row is noisy",
+    "host_ms": "median over the steady steps of each step's host time: time.perf_counter from the step's begin to its "
+    "end, no device sync (for a GPU-bound step it is well under step_ms)",
+    "gpu_busy_ms": "CUDA: a separate untimed pass of 5 steps after the timed ones under torch.profiler; the durations "
+    "of all device events (kernels, copies, fills) summed / 5, ms; null on CPU (needs CUDA)",
+    "syncs_per_step": "CUDA: a separate untimed pass of 5 steps under torch.cuda.set_sync_debug_mode('warn'); its "
+    "'synchronizing CUDA operation' warnings / 5 (a lower bound: warnings off Python threads are not seen); null on "
+    "CPU (needs CUDA)",
+    "cuda_graphs_recorded": "CUDA graphs captured in the whole run (calls of torch.cuda.CUDAGraph.capture_begin, "
+    "warm-up included; cuda_graphs_recorded_timed: during the timed steps); cuda_graph_replays_per_step: "
+    "CUDAGraph.replay calls during the timed steps / timed steps; 0 where nothing is captured (every CPU row)",
+    "peak_reserved_bytes": "CUDA: torch.cuda.max_memory_reserved (the caching allocator's segments, CUDA graph pools "
+    "included) during training; null on CPU",
+    "step_shape": "every step as transformers.Trainer runs it: forward, backward, clip_grad_norm_ at 1.0 (norm not "
+    "read), optimizer.step(), a linear LambdaLR step, zero_grad(set_to_none=True), the loss read (.item()) every 50 "
+    "steps",
+    "ours_vs_peer_ro": "on sagemaker-tc rows: the row's samples_per_s / hf-torch-compile-reduce-overhead's (same "
+    "model); range and noisy as for ours_vs_peer",
     "ours_vs_peer": "on sagemaker-tc rows: the row's samples_per_s / hf-torch-compile's samples_per_s (same model); "
     "ours_vs_peer_range from the quartiles as for speedup_range; ours_vs_peer_noisy when either row is noisy",
 }
@@ -201,19 +220,23 @@ def add_uncompiled_ratio(row: dict, uncompiled: dict | None) -> None:
     row["vs_uncompiled_noisy"] = bool(row["noisy"] or uncompiled["noisy"])
 
 
-def add_peer_ratio(row: dict, peer: dict | None) -> None:
-    """Set ``ours_vs_peer`` (the row's samples/s / the peer's), ``ours_vs_peer_range`` and
-    ``ours_vs_peer_noisy`` on one of our finished rows, against the peer's finished row of the same
-    model (``hf-torch-compile``); left None when either did not run or has no step time.
+def add_peer_ratio(row: dict, peer: dict | None, key: str = "ours_vs_peer") -> None:
+    """Set ``<key>`` (the row's samples/s / the peer's), ``<key>_range`` and ``<key>_noisy`` on one of
+    our finished rows, against a peer's finished row of the same model; left None when either did not
+    run or has no step time.
 
     Args:
         row: a :func:`finish_row` row of a ``sagemaker-tc`` variant.
-        peer: the :func:`finish_row` row of ``hf-torch-compile`` for the same model, when it ran.
+        peer: the :func:`finish_row` row of ``hf-torch-compile`` (or, with ``key="ours_vs_peer_ro"``,
+            ``hf-torch-compile-reduce-overhead``) for the same model, when it ran.
+        key: the row's field for the ratio (``ours_vs_peer`` or ``ours_vs_peer_ro``).
     """
+    row.setdefault(key, None)
+    row.setdefault(f"{key}_noisy", None)
     if peer is None or row.get("status") != "ok" or peer.get("status") != "ok":
         return
     if not row.get("samples_per_s") or not peer.get("samples_per_s"):
         return
-    row["ours_vs_peer"] = row["samples_per_s"] / peer["samples_per_s"]
-    row["ours_vs_peer_range"] = _speedup_range(peer, row)
-    row["ours_vs_peer_noisy"] = bool(row["noisy"] or peer["noisy"])
+    row[key] = row["samples_per_s"] / peer["samples_per_s"]
+    row[f"{key}_range"] = _speedup_range(peer, row)
+    row[f"{key}_noisy"] = bool(row["noisy"] or peer["noisy"])

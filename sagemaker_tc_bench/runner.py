@@ -32,9 +32,12 @@ from sagemaker_tc_bench.variants import (
     BASELINE,
     DEFAULT_JOB_STEPS,
     PEER,
+    PEER_REDUCE_OVERHEAD,
     UNCOMPILED_SAME_SETTINGS,
     VARIANTS,
+    base_variant,
     check_variant,
+    repeat_suffix,
 )
 from sagemaker_tc_bench.worker import WorkerSpec
 
@@ -79,7 +82,7 @@ def resolve_options(
     variants: Sequence[str] | None = None,
     batch_size: int | None = None,
     seq_len: int | None = None,
-    steps: int = 20,
+    steps: int = 60,
     dtype: str = "fp32",
     device: str | None = None,
     cache_dir: str | Path | None = None,
@@ -95,9 +98,10 @@ def resolve_options(
     Args:
         models: suite names (default: :data:`~sagemaker_tc_bench.suite.DEFAULT_MODELS`, in suite order).
         size: ``tiny`` or ``full``.
-        variants: default all four, ``eager`` first.
+        variants: default all four, ``eager`` first; a name may end in ``@N`` to run it again as its own
+            row (:func:`~sagemaker_tc_bench.variants.base_variant`).
         batch_size, seq_len: default per size (:data:`DEFAULTS`).
-        steps: >= 3 (a first step plus steady steps to take the median of).
+        steps: >= 3 (a first step plus steady steps to take the median of); default 60.
         dtype: ``fp32`` or ``bf16``.
         device: ``cpu`` or ``cuda``; None picks ``cuda`` when torch sees a GPU, else ``cpu``.
         cache_dir, cpu_threads, timeout_s, time_budget_s, data, seed: see :class:`BenchOptions`.
@@ -297,8 +301,10 @@ def run_bench(
 
 def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> list[dict]:
     """The rows of one model's variants that have run, each against eager's result (when it ran), and
-    ours (``sagemaker-tc*``) against the peer's (:data:`~sagemaker_tc_bench.variants.PEER`), and each
-    compiled variant against the uncompiled row with the same settings, when it ran."""
+    ours (``sagemaker-tc*``) against the peer's (:data:`~sagemaker_tc_bench.variants.PEER`) and the peer
+    with ``reduce-overhead``'s, and each compiled variant against the uncompiled row with the same
+    settings, when they ran. A repeated row (``name@N``) is compared with the peer's row of the same
+    repeat when there is one (the ABBA pair), else with the peer's first row."""
     finished = [
         rows.finish_row(
             result,
@@ -310,12 +316,14 @@ def _model_rows(results: dict[str, dict], options: BenchOptions, cores: int) -> 
         )
         for result in results.values()
     ]
-    peer = next((row for row in finished if row["variant"] == PEER), None)
-    uncompiled = next((row for row in finished if row["variant"] == UNCOMPILED_SAME_SETTINGS), None)
+    by_name = {row["variant"]: row for row in finished}
+    uncompiled = by_name.get(UNCOMPILED_SAME_SETTINGS)
     for row in finished:
-        if row["variant"].startswith("sagemaker-tc"):
-            rows.add_peer_ratio(row, peer)
-        if row["variant"].startswith("sagemaker-tc") or row["variant"] == PEER:
+        base, suffix = base_variant(row["variant"]), repeat_suffix(row["variant"])
+        if base.startswith("sagemaker-tc"):
+            rows.add_peer_ratio(row, by_name.get(PEER + suffix) or by_name.get(PEER))
+            rows.add_peer_ratio(row, by_name.get(PEER_REDUCE_OVERHEAD), key="ours_vs_peer_ro")
+        if base.startswith("sagemaker-tc") or base in (PEER, PEER_REDUCE_OVERHEAD):
             rows.add_uncompiled_ratio(row, uncompiled)
     return finished
 

@@ -24,6 +24,14 @@
   ``prepare_model``, "torch.compile should be called last"). Read in transformers 5.24 and
   accelerate 1.15. Trainer's default optimizer on torch >= 2.8 is ``adamw_torch_fused``
   (``TrainingArguments.default_optim``), i.e. ``AdamW(fused=True)``, used here too.
+- ``hf-torch-compile-reduce-overhead``: the peer with ``TrainingArguments(torch_compile_mode=
+  "reduce-overhead")``: the plugin's ``mode`` then differs from the default, so ``to_kwargs()`` adds it and
+  accelerate runs ``torch.compile(model, backend="inductor", mode="reduce-overhead")`` (CUDA graphs
+  through Inductor's cudagraph trees; on a CPU the mode records no graph, which ``details`` says).
+
+A name may end in ``@N`` (N >= 2): the same variant run again as its own row (its own process and
+empty compile cache), e.g. the headline pair in ABBA order, ``hf-torch-compile sagemaker-tc-step
+sagemaker-tc-step@2 hf-torch-compile@2`` (:func:`base_variant`).
 """
 
 from __future__ import annotations
@@ -36,9 +44,12 @@ if TYPE_CHECKING:
 
 VARIANTS: tuple[str, ...] = ("eager", "eager-tuned", "sagemaker-tc", "hf-torch-compile")
 """The variants a bench runs by default."""
+PEER_REDUCE_OVERHEAD = "hf-torch-compile-reduce-overhead"
+"""What ``TrainingArguments(torch_compile=True, torch_compile_mode="reduce-overhead")`` does: the
+strongest one-flag peer (module docstring)."""
 PLAN_VARIANTS: tuple[str, ...] = ("sagemaker-tc-regional", "sagemaker-tc-model", "sagemaker-tc-step")
 """One compile plan each, from the first step (``--variants`` names them)."""
-ALL_VARIANTS: tuple[str, ...] = VARIANTS + PLAN_VARIANTS
+ALL_VARIANTS: tuple[str, ...] = VARIANTS + PLAN_VARIANTS + (PEER_REDUCE_OVERHEAD,)
 BASELINE = "eager"
 UNCOMPILED_SAME_SETTINGS = "eager-tuned"
 """The uncompiled row with the compiled variants' settings (SDPA, fused AdamW): what ``speedup vs
@@ -105,16 +116,31 @@ def compiled_regions(model: torch.nn.Module) -> int:
     return sum(1 for m in model.modules() if _internals.compiled_call(m) is not None)
 
 
+def base_variant(variant: str) -> str:
+    """The variant a row name runs: ``variant`` without its repeat suffix ``@N`` (module docstring)."""
+    name, _, repeat = variant.partition("@")
+    return name if repeat.isdigit() and int(repeat) >= 2 else variant
+
+
+def repeat_suffix(variant: str) -> str:
+    """A row name's repeat suffix (``"@2"``), or ``""`` for a first run."""
+    return variant[len(base_variant(variant)) :]
+
+
 def check_variant(variant: str) -> str:
-    """Return ``variant`` if it is one of :data:`ALL_VARIANTS`.
+    """Return ``variant`` if it is one of :data:`ALL_VARIANTS`, alone or with a repeat suffix ``@N``
+    (N >= 2: the same variant run again as its own row).
 
     Raises:
         BenchError: any other name (the message lists the accepted ones).
     """
     from sagemaker_tc_bench.errors import BenchError
 
-    if variant not in ALL_VARIANTS:
-        raise BenchError(f"unknown variant {variant!r}; accepted: {', '.join(ALL_VARIANTS)}")
+    if base_variant(variant) not in ALL_VARIANTS:
+        raise BenchError(
+            f"unknown variant {variant!r}; accepted: {', '.join(ALL_VARIANTS)}, each optionally with a "
+            "repeat suffix @N (N >= 2) to run it again as its own row"
+        )
     return variant
 
 
@@ -132,7 +158,8 @@ def build(variant: str, name: str, size: str, device: torch.device) -> torch.nn.
 
     from sagemaker_tc_bench.suite import build_model
 
-    tuned = check_variant(variant) == "eager-tuned" or variant.startswith("sagemaker-tc")
+    variant = base_variant(check_variant(variant))
+    tuned = variant == "eager-tuned" or variant.startswith("sagemaker-tc")
     with torch.device(device):
         model = build_model(name, size, attn_implementation="sdpa" if tuned else None)
     return model.to(device)
@@ -149,7 +176,8 @@ def finish(variant: str, model: torch.nn.Module, job_steps: int = DEFAULT_JOB_ST
 
     from sagemaker_tc import _hf_internals
 
-    optimizer, optimizer_kind = _adamw(model.parameters(), fused=check_variant(variant) != "eager")
+    variant = base_variant(check_variant(variant))
+    optimizer, optimizer_kind = _adamw(model.parameters(), fused=variant != "eager")
     details: dict[str, Any] = {
         "attn_implementation": _hf_internals.attention_implementation(model),
         "optimizer": f"AdamW ({optimizer_kind})",
@@ -171,4 +199,10 @@ def finish(variant: str, model: torch.nn.Module, job_steps: int = DEFAULT_JOB_ST
         details["compile"] = 'torch.compile(model, backend="inductor")'
         details["compiled_regions"] = 1
         model = torch.compile(model, backend="inductor")
+    elif variant == PEER_REDUCE_OVERHEAD:
+        details["compile"] = 'torch.compile(model, backend="inductor", mode="reduce-overhead")'
+        details["compiled_regions"] = 1
+        if next(model.parameters()).device.type != "cuda":
+            details["cuda_graphs"] = "none: reduce-overhead records CUDA graphs only on a CUDA device"
+        model = torch.compile(model, backend="inductor", mode="reduce-overhead")
     return PreparedVariant(model=model, optimizer=optimizer, details=details)

@@ -340,7 +340,8 @@ def test_every_variant_is_timed_after_the_same_warm_up():
     model = Tiny()
     prepared = PreparedVariant(model, torch.optim.AdamW(model.parameters()), {})
     spec = worker.WorkerSpec("tiny", "tiny", "eager", 2, 1, steps=3, dtype="fp32", device="cpu", data_path="")
-    records, losses = worker._train(prepared, [{"x": torch.ones(2, 2)}], spec, contextlib.nullcontext())
+    run = worker._train(prepared, [{"x": torch.ones(2, 2)}], spec, contextlib.nullcontext())
+    records, losses = run.records, run.losses
     assert worker.WARMUP_STEPS == 5 + 3 * 6  # auto's eager steps and a trial of each plan
     assert len(records) == len(losses) == 3 and len(calls) == worker.WARMUP_STEPS + 3
     assert prepared.details["warmup_steps"] == worker.WARMUP_STEPS

@@ -22,14 +22,25 @@ CARRY = REPO / "benchmarks" / ".gpu-carry"
 MAX_FILES = 8
 """The device tool brings back at most 8 files from $OUT."""
 EXPECTED_FILES = [
-    "gpu-check-each-plan.json",
-    "gpu-check-each-plan.md",
-    "gpu-check-each-plan.png",
-    "gpu-check-plans.json",
-    "gpu-check-plans.md",
-    "gpu-check-plans.png",
+    "gpu-check-bert.json",
+    "gpu-check-bert.md",
+    "gpu-check-bert.png",
+    "gpu-check-more.json",
+    "gpu-check-more.md",
+    "gpu-check-more.png",
     "gpu-check.log",
 ]
+BERT_ROWS = [
+    "hf-torch-compile",
+    "sagemaker-tc-step",
+    "sagemaker-tc-step@2",
+    "hf-torch-compile@2",
+    "hf-torch-compile-reduce-overhead",
+    "eager-tuned",
+    "eager",
+    "sagemaker-tc",
+]
+"""Pass 1's rows in run order: the headline pair (peer, ours step) twice in ABBA order first."""
 LLAMA_FILES = ["gpu-check-llama.json", "gpu-check-llama.log", "gpu-check-llama.md", "gpu-check-llama.png"]
 DEVICE_TIME_S = 900
 """15 minutes of device time per session, every start and idle wait counted."""
@@ -61,19 +72,38 @@ def gpu_carry():
     return module
 
 
-def test_the_gpu_budget_adds_up_to_at_most_420_s():
+def _default_numbers(text: str) -> dict[str, int]:
+    """The ``*_S=`` numbers of the default suite's GPU branch."""
+    branch = text.split('if [[ "$DRY" == "cpu" ]]; then\n    MODELS=(bert-base-uncased)', 1)[1]
+    branch = branch.split("else\n", 1)[1].split("fi\n", 1)[0]
+    return {name: int(value) for name, value in re.findall(r"(\w+_S)=(\d+)", branch)}
+
+
+def test_the_gpu_budget_fits_a_device_call_and_its_rerun():
     """The GPU branch's numbers: pass 1 and its slack fit in the total, pass 2 only runs in what is
-    left (and is killed at the total), and the total is at most 420 s; the header says the same."""
+    left (and is killed at the total), and two calls after one machine start fit the session's device
+    time (about 6 minutes each); the header says the same."""
     text = SCRIPT.read_text(encoding="utf-8")
-    branch = text.split("else\n", 1)[1].split("fi\n", 1)[0]
-    numbers = {name: int(value) for name, value in re.findall(r"(\w+_S)=(\d+)", branch)}
-    assert numbers["TOTAL_S"] <= 420
+    numbers = _default_numbers(text)
+    assert numbers["TOTAL_S"] <= 360
+    assert MACHINE_START_S + 2 * (numbers["TOTAL_S"] + CALL_OVERHEAD_S) <= DEVICE_TIME_S
     assert numbers["PASS1_BUDGET_S"] + numbers["SLACK_S"] <= numbers["TOTAL_S"]
     assert numbers["PASS2_MIN_S"] > numbers["SLACK_S"]  # pass 2 gets a budget when it runs
-    assert 'timeout "$left"' in text and "left=$((TOTAL_S - (SECONDS - start)))" in text
+    assert 'timeout "$left"' in text and "left=$((TOTAL_S - (SECONDS - $1)))" in text
     header = text.split("set -uo pipefail", 1)[0]
     assert f"TOTAL_S = {numbers['TOTAL_S']} s" in header and f"--time-budget {numbers['PASS1_BUDGET_S']}" in header
-    assert "sagemaker-tc-step" not in text  # the step plan (CUDA graphs) is opt-in
+    assert "--seq-len 128 --batch-size 32 --dtype bf16 --device cuda --steps 60" in text  # >= 60 timed steps
+
+
+def test_pass_1_runs_the_headline_pair_in_abba_order_then_the_other_rows():
+    """The step plan and the peer with reduce-overhead are measured (issue 42 item 0); the pair comes
+    first, twice, in ABBA order; regional is gone; pass 2 has roberta-base and gpt2 by default."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    rows = text.split("BERT_ROWS=(", 1)[1].split(")", 1)[0].split()
+    assert rows == BERT_ROWS
+    more = text.split("MORE_ROWS=(", 1)[1].split(")", 1)[0].split()
+    assert {"hf-torch-compile", "hf-torch-compile-reduce-overhead", "sagemaker-tc-step", "sagemaker-tc"} <= set(more)
+    assert "sagemaker-tc-regional" not in text and '"${GPU_CHECK_MODELS:-roberta-base gpt2}"' in text
 
 
 def _llama_numbers(text: str, branch: str) -> dict[str, int]:
@@ -84,7 +114,7 @@ def _llama_numbers(text: str, branch: str) -> dict[str, int]:
 
 
 def test_the_llama_suite_fits_a_device_call_and_its_rerun():
-    """GPU_CHECK_SUITE=llama: the bench is killed within TOTAL_S (<= the default's 420 s), and two calls
+    """GPU_CHECK_SUITE=llama: the bench is killed within TOTAL_S (<= 420 s), and two calls
     of it after one machine start fit the session's device time; the header states the same figures."""
     text = SCRIPT.read_text(encoding="utf-8")
     numbers = _llama_numbers(text, "gpu")
@@ -147,9 +177,11 @@ def test_the_carried_folders_are_used_only_for_what_the_machine_lacks(tmp_path, 
 
 @pytest.mark.slow
 def test_the_cpu_dry_run_passes_and_brings_back_at_most_8_files(tmp_path):
-    """``GPU_CHECK_DRY_RUN=cpu`` runs both passes on one tiny model: exit 0, the pass files and the log
-    (no more than the device tool returns), the 'ours vs peer' column, and no import of a package the
-    GPU machine lacks. Uses benchmarks/.gpu-carry's tokenizer when it was built (``make gpu-carry``)."""
+    """``GPU_CHECK_DRY_RUN=cpu`` runs both passes on tiny models: exit 0, the pass files and the log
+    (no more than the device tool returns), every new row of pass 1 (the ABBA pair, the peer with
+    reduce-overhead, the step plan) with its new columns (CUDA-only ones "needs CUDA"), the ratio
+    columns, and no import of a package the GPU machine lacks. Uses benchmarks/.gpu-carry's tokenizer
+    when it was built (``make gpu-carry``)."""
     out = tmp_path / "out"
     watcher = tmp_path / "watcher"
     watcher.mkdir()
@@ -175,24 +207,42 @@ def test_the_cpu_dry_run_passes_and_brings_back_at_most_8_files(tmp_path):
     assert done.returncode == 0, log[-6000:]
     files = sorted(str(path.relative_to(out)) for path in out.rglob("*") if path.is_file())
     assert len(files) <= MAX_FILES and files == EXPECTED_FILES, files
-    plans = json.loads((out / "gpu-check-plans.json").read_text())
-    rows = {row["variant"]: row for row in plans["results"]}
-    assert list(rows) == ["eager", "eager-tuned", "hf-torch-compile", "sagemaker-tc"]
-    assert all(row["status"] == "ok" for row in rows.values()), [row.get("error") for row in rows.values()]
-    assert rows["sagemaker-tc"]["ours_vs_peer"] > 0 and "| ours vs peer |" in (out / "gpu-check-plans.md").read_text()
-    assert rows["sagemaker-tc"]["vs_uncompiled"] > 0 and rows["hf-torch-compile"]["vs_uncompiled"] > 0
-    optimizers = {variant: row["details"]["optimizer"] for variant, row in rows.items() if variant != "eager"}
-    assert set(optimizers.values()) == {"AdamW (fused)"}, optimizers  # the same optimizer beside eager
-    warmups = {row["details"]["warmup_steps"] for row in rows.values()}
-    assert warmups == {WARMUP_STEPS}, warmups  # the same untimed warm-up for every variant
-    (plan_row,) = json.loads((out / "gpu-check-each-plan.json").read_text())["results"]
-    assert plan_row["variant"] == "sagemaker-tc-regional" and plan_row["status"] == "ok"
+    _check_bert_pass(json.loads((out / "gpu-check-bert.json").read_text()), (out / "gpu-check-bert.md").read_text())
+    (more_row,) = json.loads((out / "gpu-check-more.json").read_text())["results"]
+    assert (more_row["model"], more_row["variant"], more_row["status"]) == ("gpt2", "eager-tuned", "ok")
     saved_log = (out / "gpu-check.log").read_text()
     assert "gpu_check: pass 2" in saved_log and "(exit 0)" in saved_log
     if carried:
         assert f"MiniLM tokenizer from {CARRY / 'tokenizer.json'}" in saved_log
     imports = (tmp_path / "imports.txt").read_text().splitlines()
     assert imports and all(len(line.split()) == 1 for line in imports), imports  # nothing watched was loaded
+
+
+def _check_bert_pass(document: dict, markdown: str) -> None:
+    """Pass 1 of the dry run: every row ran, Trainer-shaped, with the new columns."""
+    rows = {row["variant"]: row for row in document["results"]}
+    assert list(rows) == BERT_ROWS
+    assert all(row["status"] == "ok" for row in rows.values()), [row.get("error") for row in rows.values()]
+    for heading in ("| ours vs peer |", "| ours vs peer+reduce-overhead |", "| host ms |", "| GPU busy ms |"):
+        assert heading in markdown, heading
+    assert markdown.count("needs CUDA") >= 3 * len(BERT_ROWS)  # GPU busy, syncs, reserved on every CPU row
+    for name, row in rows.items():
+        assert row["host_ms"] > 0 and len(row["host_seconds"]) == len(row["step_seconds"]) == 4, name
+        assert row["gpu_busy_ms"] is None and row["syncs_per_step"] is None and row["peak_reserved_bytes"] is None
+        assert row["needs_cuda"] == ["gpu_busy_ms", "syncs_per_step", "peak_reserved_bytes"]
+        assert row["cuda_graphs_recorded"] == 0 and row["cuda_graph_replays_per_step"] == 0  # no CUDA graph on a CPU
+        assert "LambdaLR" in row["details"]["schedule"] and row["details"]["warmup_steps"] == WARMUP_STEPS
+    # Each step row against the peer of its own round (ABBA), and against the peer with reduce-overhead.
+    for ours in ("sagemaker-tc-step", "sagemaker-tc-step@2", "sagemaker-tc"):
+        assert rows[ours]["ours_vs_peer"] > 0 and rows[ours]["ours_vs_peer_ro"] > 0, ours
+    peer, peer_again = rows["hf-torch-compile"]["samples_per_s"], rows["hf-torch-compile@2"]["samples_per_s"]
+    assert rows["sagemaker-tc-step@2"]["ours_vs_peer"] == rows["sagemaker-tc-step@2"]["samples_per_s"] / peer_again
+    assert rows["sagemaker-tc-step"]["ours_vs_peer"] == rows["sagemaker-tc-step"]["samples_per_s"] / peer
+    reduce_overhead = rows["hf-torch-compile-reduce-overhead"]["details"]
+    assert 'mode="reduce-overhead"' in reduce_overhead["compile"] and "CUDA" in reduce_overhead["cuda_graphs"]
+    assert rows["sagemaker-tc-step"]["details"]["compile"].count("plan='step'") == 1
+    optimizers = {variant: row["details"]["optimizer"] for variant, row in rows.items() if variant != "eager"}
+    assert set(optimizers.values()) == {"AdamW (fused)"}, optimizers  # the same optimizer beside eager
 
 
 @pytest.mark.slow
