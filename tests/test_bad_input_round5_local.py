@@ -1,0 +1,207 @@
+"""Bad inputs and faults, fifth round (issue 43): local jobs and hyperparameters.
+
+A ``local_process`` job lives like a SageMaker container (every process it started ends when its script
+exits, on ``stop()``, at ``max_run`` and when the process that called ``fit()`` dies); a full disk loses
+no archive; hyperparameters and environments the cloud refuses are refused here too. Real
+``local_process`` jobs of tiny scripts, the compiler off."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sagemaker_tc import PyTorch, TrainingCompilerConfig, TrainingJobFailedError, contract
+
+REPO = Path(__file__).resolve().parents[1]
+DEADLINE_S = 300  # how long a job may take on a loaded machine (a hang fails)
+
+# Starts a child (sleep) and a daemon (double fork + setsid, stdout closed), writes their PIDs, and
+# then does what MODE says: "exit" (ends at once, 0), "wait" (runs until stopped), "ignore" (ignores
+# SIGTERM and runs until killed).
+SPAWNING_SCRIPT = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+
+mode = sys.argv[sys.argv.index("--mode") + 1]
+model = Path(os.environ["SM_MODEL_DIR"])
+if mode == "ignore":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen(["sleep", "3600"])
+read_end, write_end = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(write_end, str(os.getpid()).encode())
+        os.close(write_end)
+        os.close(1)
+        os.close(2)
+        while True:
+            time.sleep(0.2)
+    os._exit(0)
+os.close(write_end)
+daemon = os.read(read_end, 32).decode()
+os.wait()
+(model / "pids").write_text(f"{os.getpid()} {child.pid} {daemon}")
+print("spawned", flush=True)
+if mode != "exit":
+    while True:
+        time.sleep(0.1)
+"""
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def kill_all(pids) -> None:
+    """Test cleanup: SIGKILL whatever of ``pids`` still runs."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def make_estimator(tmp_path: Path, script: str, **arguments) -> PyTorch:
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "train.py").write_text(script)
+    kwargs = {
+        "instance_type": "local_process",
+        "output_path": str(tmp_path / "out"),
+        "max_run": 600,
+        "compiler_config": TrainingCompilerConfig(enabled=False),
+    }
+    kwargs.update(arguments)
+    return PyTorch("train.py", source_dir=str(code), **kwargs)
+
+
+def poll(done, what: str, job=None) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not done():
+        assert time.monotonic() < deadline, f"{what} did not happen" + (f"\n{job.logs()}" if job else "")
+        time.sleep(0.1)
+
+
+def spawned_pids(model_dir: Path) -> list[int]:
+    path = model_dir / "pids"
+    return [int(pid) for pid in path.read_text().split()] if path.exists() and path.read_text() else []
+
+
+# -- 1. a job's processes end with it -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_job_whose_script_exited_ends_and_its_children_with_it(tmp_path):
+    job_estimator = make_estimator(tmp_path, SPAWNING_SCRIPT, hyperparameters={"mode": "exit"})
+    job_estimator.fit(wait=False)
+    job = job_estimator.latest_training_job
+    pids: list[int] = []
+    try:
+        poll(lambda: job.status != "InProgress", "the job's end", job)
+        pids = spawned_pids(job.job_dir / "model")
+        assert len(pids) == 3, job.logs()
+        job.wait(logs=False)  # Completed: the script succeeded
+        assert (job.status, job.secondary_status) == ("Completed", "Completed")
+        assert [pid for pid in pids if running(pid)] == []
+        assert "ending the 2 process(es) it left running" in job.logs()
+    finally:
+        job.stop(grace_s=0)
+        kill_all(pids or spawned_pids(job.job_dir / "model"))
+
+
+@pytest.mark.slow
+def test_stop_ends_a_daemon_the_script_started(tmp_path):
+    job_estimator = make_estimator(
+        tmp_path, SPAWNING_SCRIPT, hyperparameters={"mode": "wait"}, environment={contract.ENV_STOP_GRACE: "5"}
+    )
+    job_estimator.fit(wait=False)
+    job = job_estimator.latest_training_job
+    pids: list[int] = []
+    try:
+        poll(lambda: len(spawned_pids(job.job_dir / "model")) == 3, "the script's start", job)
+        pids = spawned_pids(job.job_dir / "model")
+        job.stop()
+        job.wait(logs=False)
+        assert (job.status, job.secondary_status) == ("Stopped", "Stopped")
+        assert [pid for pid in pids if running(pid)] == []
+    finally:
+        job.stop(grace_s=0)
+        kill_all(pids)
+
+
+@pytest.mark.slow
+def test_max_run_ends_a_daemon_the_script_started(tmp_path):
+    job_estimator = make_estimator(
+        tmp_path,
+        SPAWNING_SCRIPT,
+        hyperparameters={"mode": "ignore"},
+        max_run=8,
+        environment={contract.ENV_STOP_GRACE: "1"},
+    )
+    pids: list[int] = []
+    try:
+        with pytest.raises(TrainingJobFailedError, match="MaxRuntimeExceeded"):
+            job_estimator.fit(logs=False)
+        job = job_estimator.latest_training_job
+        pids = spawned_pids(job.job_dir / "model")
+        assert len(pids) == 3, job.logs()
+        assert (job.status, job.secondary_status) == ("Stopped", "MaxRuntimeExceeded")
+        assert [pid for pid in pids if running(pid)] == []
+    finally:
+        kill_all(pids)
+
+
+CALLER = """
+import sys
+from sagemaker_tc import PyTorch, TrainingCompilerConfig
+
+PyTorch(
+    "train.py",
+    source_dir=sys.argv[1],
+    instance_type="local_process",
+    output_path=sys.argv[2],
+    hyperparameters={"mode": "ignore"},
+    compiler_config=TrainingCompilerConfig(enabled=False),
+    environment={"SM_TC_STOP_GRACE_S": "1"},
+).fit(logs=False)
+"""
+
+
+@pytest.mark.slow
+def test_a_job_does_not_outlive_the_process_that_called_fit(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(SPAWNING_SCRIPT)
+    out = tmp_path / "out"
+    caller = subprocess.Popen(
+        [sys.executable, "-c", CALLER, str(code), str(out)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+    )
+    pids: list[int] = []
+    try:
+
+        def started() -> bool:
+            assert caller.poll() is None, "the caller ended before its job started"
+            return any(len(spawned_pids(model)) == 3 for model in out.glob("*/opt_ml/model"))
+
+        poll(started, "the script's start")
+        pids = next(spawned_pids(model) for model in out.glob("*/opt_ml/model"))
+        caller.kill()
+        caller.wait()
+        poll(lambda: not any(map(running, pids)), "the end of the job's processes")
+    finally:
+        caller.kill()
+        caller.wait()
+        kill_all(pids)
