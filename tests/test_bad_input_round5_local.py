@@ -205,3 +205,141 @@ def test_a_job_does_not_outlive_the_process_that_called_fit(tmp_path):
         caller.kill()
         caller.wait()
         kill_all(pids)
+
+
+# -- 2, 3. a full disk loses no archive and leaves no torn file ----------------------------------
+
+# Raises its own file size limit (the caller's is 1 MiB), trains a little, then writes a 2 MiB file
+# into the checkpoint folder or the model folder (--big checkpoint|model).
+BIG_FILE_SCRIPT = """
+import os, resource, sys
+from pathlib import Path
+
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+where = sys.argv[sys.argv.index("--big") + 1]
+model = Path(os.environ["SM_MODEL_DIR"])
+(model / "weights.txt").write_text("trained")
+(Path(os.environ["SM_OUTPUT_DATA_DIR"]) / "metrics.txt").write_text("loss 0.1")
+folder = model.parent / "checkpoints" if where == "checkpoint" else model
+folder.mkdir(exist_ok=True)
+(folder / "small.txt").write_text("step 1")
+(folder / "step-1.bin").write_bytes(os.urandom(2 << 20))
+"""
+
+# Runs a job with a 1 MiB file size limit on this process (the one that writes the archives and
+# copies the checkpoints out: a disk that is full for it), then prints what fit() raised and the job.
+LIMITED_CALLER = """
+import json, resource, sys
+
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+from sagemaker_tc import PyTorch, TrainingCompilerConfig
+
+estimator = PyTorch(
+    "train.py",
+    instance_type="local_process",
+    compiler_config=TrainingCompilerConfig(enabled=False),
+    **json.loads(sys.argv[1]),
+)
+result = {}
+try:
+    estimator.fit(logs=False)
+except Exception as error:
+    result["error"], result["message"] = type(error).__name__, str(error)
+job = estimator.latest_training_job
+if job is not None:
+    described = job.describe()
+    result["status"], result["reason"] = described["TrainingJobStatus"], described.get("FailureReason")
+    result["job_dir"] = str(job.job_dir)
+print("RESULT " + json.dumps(result))
+"""
+
+
+def run_limited(tmp_path: Path, big: str, **arguments) -> dict:
+    """Run the job of BIG_FILE_SCRIPT under LIMITED_CALLER; returns its result."""
+    import json
+
+    if hard_fsize_limit() is not None:
+        pytest.skip("this machine caps the file size limit already")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(BIG_FILE_SCRIPT)
+    kwargs = {"source_dir": str(code), "output_path": str(tmp_path / "out"), "hyperparameters": {"big": big}}
+    kwargs.update(arguments)
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED_CALLER, json.dumps(kwargs)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout + done.stderr
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def hard_fsize_limit() -> int | None:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    return None if hard == resource.RLIM_INFINITY else hard
+
+
+def members(archive: Path) -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        return {member.name: tar.extractfile(member).read() for member in tar.getmembers() if member.isfile()}
+
+
+@pytest.mark.slow
+def test_a_full_checkpoint_location_loses_no_archive_and_leaves_no_partial_file(tmp_path):
+    location = tmp_path / "checkpoints"
+    result = run_limited(tmp_path, "checkpoint", checkpoint_s3_uri=str(location))
+
+    assert result["error"] == "CheckpointSyncError", result
+    assert f"into the folder {str(location)!r}" in result["message"] and "'step-1.bin'" in result["message"]
+    assert "it needs up to 2097152 bytes" in result["message"]
+    assert result["status"] == "Failed" and result["reason"].startswith("CheckpointSyncError: checkpoint sync")
+    artifacts = Path(result["job_dir"]).parent / "output"
+    assert members(artifacts / "model.tar.gz") == {"weights.txt": b"trained"}
+    assert members(artifacts / "output.tar.gz") == {"metrics.txt": b"loss 0.1"}
+    assert sorted(path.name for path in location.iterdir()) == ["small.txt"]  # no partial file
+
+
+@pytest.mark.slow
+def test_a_full_output_folder_leaves_no_torn_archive_and_the_failed_job_has_a_handle(tmp_path):
+    result = run_limited(tmp_path, "model")
+
+    artifacts = Path(result["job_dir"]).parent / "output"
+    assert result["error"] == "JobArtifactsError", result
+    assert f"into the folder {str(artifacts)!r}: model.tar.gz" in result["message"]
+    assert "it needs up to 2097165 bytes" in result["message"]  # the model folder's files, uncompressed
+    assert result["status"] == "Failed" and result["reason"].startswith("JobArtifactsError: ")
+    assert sorted(path.name for path in artifacts.iterdir()) == ["output.tar.gz"]  # no torn model.tar.gz
+    assert members(artifacts / "output.tar.gz") == {"metrics.txt": b"loss 0.1"}
+    assert (Path(result["job_dir"]) / "model" / "step-1.bin").stat().st_size == 2 << 20  # kept in the job's folder
+
+
+# -- 5. the checkpoint copy never writes through a link ---------------------------------------------
+
+
+def test_the_checkpoint_copy_never_writes_through_a_link_in_its_destination(tmp_path, caplog):
+    from sagemaker_tc.sdk.local.checkpoints import copy_new
+
+    job_folder, location, outside = tmp_path / "job", tmp_path / "location", tmp_path / "outside"
+    (job_folder / "sub").mkdir(parents=True)
+    (job_folder / "sub" / "x").write_text("the job's")
+    (job_folder / "y").write_text("the job's")
+    location.mkdir()
+    outside.mkdir()
+    (location / "sub").symlink_to(outside, target_is_directory=True)
+    (location / ".y.sagemaker-tc-partial").symlink_to(outside / "y")  # the partial file's name, as a link
+
+    with caplog.at_level("WARNING", logger="sagemaker_tc.sdk.local.checkpoints"):
+        copy_new(job_folder, location)
+
+    assert list(outside.iterdir()) == []
+    assert (location / "y").read_text() == "the job's" and not (location / "y").is_symlink()
+    assert sorted(path.name for path in location.iterdir()) == ["sub", "y"]
+    assert f"not copying sub/x into {location}: {location / 'sub'} there is a symbolic link" in caplog.text

@@ -10,8 +10,8 @@ is a :class:`HostCommand`.
 from __future__ import annotations
 
 import logging
-import shutil
 import os
+import shutil
 import socket
 import subprocess
 import sys
