@@ -343,3 +343,59 @@ def test_the_checkpoint_copy_never_writes_through_a_link_in_its_destination(tmp_
     assert (location / "y").read_text() == "the job's" and not (location / "y").is_symlink()
     assert sorted(path.name for path in location.iterdir()) == ["sub", "y"]
     assert f"not copying sub/x into {location}: {location / 'sub'} there is a symbolic link" in caplog.text
+
+
+# -- 4. hyperparameters no job can hold are refused at construction ---------------------------------
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("hyperparameters", "message"),
+    [
+        ({"lr": "\ud800"}, r"hyperparameter 'lr' holds a lone surrogate \(U\+D800 at position 1\)"),
+        ({"tags": ["ok", "a\udc80"]}, r"hyperparameter 'tags' holds a lone surrogate \(U\+DC80 at position 9\)"),
+        ({"x\ud800": 1}, r"hyperparameter name 'x\\ud800' holds a lone surrogate \(U\+D800 at position 1\)"),
+        ({"deep": nested(3000)}, "hyperparameter 'deep' nests lists more than 100 deep"),
+        ({"deep": [nested(99)]}, "hyperparameter 'deep' nests lists more than 100 deep"),
+    ],
+)
+def test_hyperparameters_no_job_can_hold_are_refused_when_the_estimator_is_built(tmp_path, hyperparameters, message):
+    from sagemaker_tc.errors import HyperparameterError
+
+    with pytest.raises(HyperparameterError, match=message):
+        make_estimator(tmp_path, "print('never')\n", hyperparameters=hyperparameters)
+    assert not (tmp_path / "out").exists()
+
+
+def test_hyperparameters_of_real_text_and_modest_nesting_are_accepted(tmp_path):
+    job_estimator = make_estimator(
+        tmp_path, "print('hi')\n", hyperparameters={"label": "café 😀", "grid": nested(99), "big": list(range(500))}
+    )
+    assert job_estimator.hyperparameters()["label"] == '"café 😀"'
+
+
+def test_a_value_that_holds_itself_or_repeats_a_list_is_refused_without_a_long_walk(tmp_path):
+    from sagemaker_tc.errors import HyperparameterError
+
+    loop: list = []
+    loop.append(loop)
+    repeated: list = [1]
+    for _ in range(60):  # 2**60 items once expanded
+        repeated = [repeated, repeated]
+    for value, message in ((loop, "nests lists more than 100 deep"), (repeated, "holds more than 2500 items")):
+        with pytest.raises(HyperparameterError, match=message):
+            make_estimator(tmp_path, "print('never')\n", hyperparameters={"v": value})
+
+
+def test_model_trainer_hyperparameter_text_with_a_lone_surrogate_is_refused():
+    from sagemaker_tc.errors import HyperparameterError
+    from sagemaker_tc.sdk.hyperparameters import check_value_text
+
+    with pytest.raises(HyperparameterError, match="lone surrogate"):
+        check_value_text("lr", "0.1\udfff")
