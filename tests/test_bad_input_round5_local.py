@@ -399,3 +399,44 @@ def test_model_trainer_hyperparameter_text_with_a_lone_surrogate_is_refused():
 
     with pytest.raises(HyperparameterError, match="lone surrogate"):
         check_value_text("lr", "0.1\udfff")
+
+
+# -- 6. environment names and values the cloud refuses --------------------------------------------
+
+
+def test_local_process_refuses_environment_names_and_values_over_512_characters(tmp_path, monkeypatch):
+    from sagemaker_tc.errors import EstimatorArgumentError
+
+    with pytest.raises(EstimatorArgumentError, match=r"environment variable 'TOKEN': its value is 513 characters"):
+        make_estimator(tmp_path, "print('never')\n", environment={"TOKEN": "s" * 513})
+    long_name = "N" * 513
+    with pytest.raises(EstimatorArgumentError, match=r"'N{40}'\.\.\. \(513 characters\): its name is 513 characters"):
+        make_estimator(tmp_path, "print('never')\n", environment={long_name: "1"})
+    assert not (tmp_path / "out").exists()
+    make_estimator(tmp_path, "print('hi')\n", environment={"TOKEN": "s" * 512, "N" * 512: "1"})
+    # PATH keeps this machine's folders, however long they are.
+    monkeypatch.setenv("PATH", os.pathsep.join(f"/opt/tool{index}/bin" for index in range(60)))
+    make_estimator(tmp_path, "print('hi')\n", environment={"PATH": "/my/bin:" + os.environ["PATH"]})
+
+
+def test_model_trainer_local_process_refuses_an_environment_value_over_512_characters(tmp_path):
+    from sagemaker.core.training.configs import Compute, SourceCode
+    from sagemaker.train.model_trainer import Mode
+
+    from sagemaker_tc import ModelTrainer
+    from sagemaker_tc.errors import EstimatorArgumentError
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('never')\n")
+    with pytest.raises(EstimatorArgumentError, match=r"environment variable 'TOKEN': its value is 600 characters"):
+        ModelTrainer(
+            training_image="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8-gpu-py312",
+            source_code=SourceCode(source_dir=str(code), entry_script="train.py"),
+            compute=Compute(instance_type="local_process"),
+            training_mode=Mode.LOCAL_CONTAINER,
+            local_container_root=str(tmp_path / "root"),
+            compiler_config=TrainingCompilerConfig(),
+            environment={"TOKEN": "v" * 600},
+        )
+    assert not (tmp_path / "root").exists()
