@@ -36,6 +36,8 @@ PR_SET_CHILD_SUBREAPER = 36
 # PID tells whether the whole process that called fit() is gone).
 PARENT_DEATH_SIGNAL = signal.SIGUSR1
 POLL_S = 0.05
+# How long killed processes may take to be gone (a process in uninterruptible sleep outlives SIGKILL).
+KILLED_GONE_S = 10.0
 LOG_PREFIX = "sagemaker-tc supervisor: "
 _PROC = Path("/proc")
 
@@ -105,12 +107,17 @@ def reap() -> dict[int, int]:
 
 def end_the_rest(deadline: float | None = None) -> None:
     """Wait until ``deadline`` (monotonic; None: at once) for the processes below to end, then SIGKILL
-    what is left, until none is left."""
+    what is left, until none is left (or :data:`KILLED_GONE_S` passed: a process in uninterruptible
+    sleep outlives SIGKILL, and is named in the log)."""
     while deadline is not None and descendants(os.getpid()) and time.monotonic() < deadline:
         reap()
         time.sleep(POLL_S)
+    gone_by = time.monotonic() + KILLED_GONE_S
     while signal_all(signal.SIGKILL):
         reap()
+        if time.monotonic() > gone_by:
+            say(f"processes still there after SIGKILL (PIDs {', '.join(map(str, descendants(os.getpid())))})")
+            break
         time.sleep(POLL_S)
     reap()
 
