@@ -118,6 +118,18 @@ class TrainingJobFailedError(SagemakerTCError, RuntimeError):
         super().__init__(f"Training job {job_name} failed. Reason: {failure_reason}")
 
 
+class JobArtifactsError(SagemakerTCError, OSError):
+    """A local job's ``model.tar.gz`` or ``output.tar.gz`` could not be written (a full disk, a file
+    size limit): the message names the folder, the space the archive needs and the space free. No
+    torn archive is left under its final name; the job's files stay in its folder."""
+
+
+class CheckpointSyncError(SagemakerTCError, OSError):
+    """A ``local_process`` job's checkpoint sync could not copy a file (a full checkpoint location, a
+    file size limit): the message names the file, the folder and the space needed. No partial file
+    is left; the job's ``model.tar.gz`` and ``output.tar.gz`` are written first."""
+
+
 class DockerNotAvailableError(SagemakerTCError, RuntimeError):
     """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
 

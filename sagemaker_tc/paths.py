@@ -9,6 +9,7 @@ runs, not as a ``FileNotFoundError`` deep inside it. Imports only the standard l
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -46,3 +47,28 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
             os.unlink(handle.name)
             raise
     os.replace(handle.name, target)
+
+
+def tree_bytes(folder: str | os.PathLike) -> int:
+    """The size of every file under ``folder`` (links not followed), bytes; 0 when it is missing."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def space_note(folder: str | os.PathLike, needed: int) -> str:
+    """``"it needs N bytes and M are free there"`` for a write into ``folder`` (its nearest existing
+    parent is measured; the free space is left out where it cannot be read)."""
+    place = Path(folder)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        free = f"{shutil.disk_usage(place).free} are free there"
+    except OSError:
+        free = "the free space there could not be read"
+    return f"it needs up to {needed} bytes and {free}"

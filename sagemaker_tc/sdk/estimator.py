@@ -92,7 +92,8 @@ class _FrameworkEstimator:
         EstimatorArgumentError: an argument it does not take (all listed at once), of the wrong
             type, or out of range (``max_run``/``volume_size`` must be integers, seconds/GB), a local
             ``output_path`` that is a file, a malformed ``s3://`` URI, an environment variable
-            outside CreateTrainingJob's name rule, a local compile ``cache`` the job cannot see.
+            outside CreateTrainingJob's name rule (or, for SageMaker and ``local_process``, its
+            512-character limits), a local compile ``cache`` the job cannot see.
         SourceNotFoundError, SourceLinkError: the code to ship is missing, or a link in it is refused.
         HyperparameterError: a name or value the SageMaker toolkit would not pass to the script as given.
         UnsupportedInstanceTypeError: an unknown instance type, or more than 8 ``local_process`` hosts.
@@ -179,6 +180,7 @@ class _FrameworkEstimator:
         self.environment = arguments.check_environment(environment, cloud=self.is_cloud)
         if self._kind is InstanceKind.LOCAL_PROCESS:
             arguments.check_local_process_path(self.environment, os.environ.get("PATH"))
+            local_process.check_environment_limits(self.environment)
         self._check_job_settings(output_path, base_job_name, metric_definitions, max_run, volume_size)
         arguments.check_checkpoints(
             checkpoint_s3_uri,

@@ -26,6 +26,9 @@ MAX_VALUE_CHARS = 2500
 # (SMTC's and sagemaker-tc's compiler keys, the toolkit's script-mode keys, torchrun's switch).
 MAX_HYPERPARAMETERS = 100
 ESTIMATOR_KEYS = 10
+# Lists (or dicts) in a value nest at most this deep: deeper is no hyperparameter, and encoding it
+# (json, the toolkit's command line) would recurse past Python's limit.
+MAX_NESTING = 100
 RESERVED_PREFIX = HP_TOOLKIT_PREFIX
 # A name becomes the option --<name> and the variable SM_HP_<NAME>: no leading '-' (it would read
 # ----name), no '=' (illegal in a variable name), no whitespace or control characters.
@@ -43,8 +46,10 @@ def encode_value(name: str, value: Any) -> str:
 
     Raises:
         HyperparameterError: the value is not JSON (a set, an object, NaN or infinity), holds a
-            NUL byte, or the encoded text is longer than SageMaker's 2500-character limit.
+            NUL byte or a lone surrogate, nests lists more than 100 deep, or the encoded text is longer
+            than SageMaker's 2500-character limit.
     """
+    _check_nesting(name, value)
     _check_no_nul(name, value)
     try:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
@@ -53,8 +58,61 @@ def encode_value(name: str, value: Any) -> str:
             f"hyperparameter {name!r} cannot be JSON-encoded ({error}); accepted values are str, int, float "
             "(finite), bool, None, and lists of those"
         ) from None
+    check_utf8(f"hyperparameter {name!r}", encoded)
     _check_length(name, encoded, "once JSON-encoded")
     return encoded
+
+
+def check_utf8(what: str, text: str) -> None:
+    """``text`` (a hyperparameter's name or value) is text UTF-8 can encode: no lone surrogate
+    (``"\\ud800"``), which the job's ``hyperparameters.json``, command line and environment cannot hold.
+
+    Raises:
+        HyperparameterError: a lone surrogate; the message gives its code point and position.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise HyperparameterError(
+            f"{what} holds a lone surrogate (U+{ord(text[error.start]):04X} at position {error.start}), which is "
+            "not text: UTF-8 cannot encode it, so the job's hyperparameters.json and command line cannot hold it; "
+            "a surrogate pair read apart, or bytes decoded with errors='surrogateescape', gives one; pass the "
+            "character itself"
+        ) from None
+
+
+def _check_nesting(name: str, value: Any) -> None:
+    """A value whose lists (or dicts) nest at most :data:`MAX_NESTING` deep and hold at most
+    :data:`MAX_VALUE_CHARS` items in all (each takes a character once encoded), walked level by level
+    without recursion: no ``RecursionError``, and no endless walk of a list that holds itself.
+
+    Raises:
+        HyperparameterError: deeper, or more items.
+    """
+    depth, items, level = 0, 0, [value]
+    while True:
+        containers = [item for item in level if isinstance(item, (list, tuple, Mapping))]
+        if not containers:
+            return
+        depth += 1
+        level = [
+            child
+            for item in containers
+            for child in ([*item.keys(), *item.values()] if isinstance(item, Mapping) else item)
+        ]
+        items += len(level)
+        if depth > MAX_NESTING:
+            raise HyperparameterError(
+                f"hyperparameter {name!r} nests lists more than {MAX_NESTING} deep, which JSON and the training "
+                "toolkit's command line cannot pass on; flatten it, or put the structure in a file in source_dir "
+                "and pass the file's name"
+            )
+        if items > MAX_VALUE_CHARS:
+            raise HyperparameterError(
+                f"hyperparameter {name!r} holds more than {MAX_VALUE_CHARS} items, so it is longer than "
+                f"SageMaker's {MAX_VALUE_CHARS} characters once JSON-encoded; put it in a file in source_dir and "
+                "pass the file's name"
+            )
 
 
 def _check_no_nul(name: str, value: Any) -> None:
@@ -167,9 +225,10 @@ def check_hyperparameter_name(name: str) -> None:
 
     Raises:
         HyperparameterError: a name starting with ``sagemaker_`` (the toolkit, and sagemaker-tc's
-            ModelTrainer driver, keep those from the script) or ``-``, or holding ``=``, whitespace or a
-            control character.
+            ModelTrainer driver, keep those from the script) or ``-``, or holding ``=``, whitespace, a
+            control character or a lone surrogate.
     """
+    check_utf8(f"hyperparameter name {name!r}", name)
     if name.startswith(RESERVED_PREFIX):
         raise HyperparameterError(
             f"hyperparameter {name!r} starts with {RESERVED_PREFIX!r}, which the SageMaker toolkit reserves and "
@@ -188,12 +247,14 @@ def check_value_text(name: str, text: str) -> None:
     """A value as sent, for drivers that pass it to the script as it is (SDK v3's ModelTrainer).
 
     Raises:
-        HyperparameterError: longer than SageMaker's 2500 characters, or holding a NUL byte.
+        HyperparameterError: longer than SageMaker's 2500 characters, or holding a NUL byte or a
+            lone surrogate.
 
     Warns:
         HyperparameterWarning: see :func:`check_user_hyperparameter`.
     """
     _check_no_nul(name, text)
+    check_utf8(f"hyperparameter {name!r}", text)
     _check_length(name, text, "as sent")
     _warn_if_option(name, text)
     warn_if_secret_name(name)
@@ -203,14 +264,16 @@ def check_user_hyperparameter(name: str, value: Any) -> None:
     """The rules the toolkit's command line adds for a hyperparameter of the user's (module docstring).
 
     Raises:
-        HyperparameterError: a name :func:`check_hyperparameter_name` refuses; a value that is or
-            holds a dict (the script would get ``k=v,...`` or a Python repr, not JSON).
+        HyperparameterError: a name :func:`check_hyperparameter_name` refuses; a value nested too
+            deep (:func:`encode_value`); a value that is or holds a dict (the script would get
+            ``k=v,...`` or a Python repr, not JSON).
 
     Warns:
         HyperparameterWarning: a string value starting with ``-`` that is not a number: the
             script's argument parser reads it as an option (``--help`` prints the help and exits 0).
     """
     check_hyperparameter_name(name)
+    _check_nesting(name, value)  # before _holds_dict's recursion
     if _holds_dict(value):
         raise HyperparameterError(
             f"hyperparameter {name!r} is or holds a dict, which the toolkit passes to your script's command line as "

@@ -16,15 +16,18 @@ local checkpoint location may not be, or hold, the output folder or ``source_dir
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from sagemaker_tc.errors import EstimatorArgumentError
-from sagemaker_tc.paths import unwritable_reason
+from sagemaker_tc.errors import CheckpointSyncError, EstimatorArgumentError
+from sagemaker_tc.paths import space_note, unwritable_reason
 from sagemaker_tc.sdk.request import TrainingJobRequest
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
 OPT_ML = PurePosixPath("/opt/ml")
@@ -125,36 +128,96 @@ def check_location(uri: str, *, output_folder: Path | None, source_root: Path | 
 
 
 def copy_new(source: Path, target: Path) -> None:
-    """Copy every file under ``source`` that ``target`` lacks or holds at another size or time."""
+    """Copy every file under ``source`` that ``target`` lacks or holds at another size or time.
+
+    Each file is written under a temporary name and renamed when whole, and never through a
+    symbolic link in ``target`` (a file whose folder there is a link, ``sub -> /elsewhere``, is not
+    copied, with a warning: the copy would land outside the folder).
+
+    Raises:
+        CheckpointSyncError: a file could not be written (a full disk, a file size limit); no
+            partial file is left.
+    """
     if not source.is_dir():
         return
     for path in sorted(source.rglob("*")):
         if not path.is_file() or path.is_symlink():
             continue
-        destination = target / path.relative_to(source)
+        relative = path.relative_to(source)
+        link = _link_on_the_way(target, relative)
+        if link is not None:
+            logger.warning(
+                "checkpoint sync: not copying %s into %s: %s there is a symbolic link, and the copy would be "
+                "written where it points; remove the link",
+                relative,
+                target,
+                link,
+            )
+            continue
         try:
-            stat = path.stat()
-            if destination.is_file():
-                known = destination.stat()
-                if (known.st_size, known.st_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
-                    continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            partial = destination.with_name(f".{destination.name}.sagemaker-tc-partial")
-            shutil.copy2(path, partial)
-            os.replace(partial, destination)  # a reader never sees half a file
+            _copy_one(path, target / relative)
         except FileNotFoundError:  # removed by the job while being copied: the next pass decides
             continue
+        except OSError as error:
+            needed = space_note(target, _size(path))
+            raise CheckpointSyncError(
+                f"checkpoint sync: could not copy {str(relative)!r} into the folder {str(target)!r}: "
+                f"{error.strerror or error}; {needed}. No partial file was left; make room there (or give "
+                "the checkpoints a folder with room) and run the job again"
+            ) from error
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _link_on_the_way(target: Path, relative: Path) -> Path | None:
+    """The first symbolic link among the folders between ``target`` and ``target / relative``."""
+    folder = target
+    for part in relative.parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return folder
+    return None
+
+
+def _copy_one(path: Path, destination: Path) -> None:
+    """Copy ``path`` to ``destination`` unless it holds the same size and time already, through a
+    partial file renamed when whole (removed when the copy fails)."""
+    stat = path.stat()
+    if destination.is_file() and not destination.is_symlink():
+        known = destination.stat()
+        if (known.st_size, known.st_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+            return
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    partial = destination.with_name(f".{destination.name}.sagemaker-tc-partial")
+    partial.unlink(missing_ok=True)  # a link of that name is removed, never written through
+    try:
+        shutil.copy2(path, partial)
+        os.replace(partial, destination)  # a reader never sees half a file
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 class CheckpointSync:
     """The job's checkpoint sync between ``location`` and each host's checkpoint folder.
 
     Use as a context manager around the job: entering copies in and starts the copy-out thread;
-    leaving stops it and copies out a last time.
+    leaving stops it and copies out a last time. A copy out that fails while the job runs is logged
+    and tried again at the next one; the last one's failure is kept in :attr:`failure` (leaving does
+    not raise it, so the job's archives are written first).
+
+    Attributes:
+        failure: the last copy out's error, or None.
     """
 
     def __init__(self, location: Path, folders: list[Path], interval_s: float | None = None) -> None:
         self.location, self.folders = location, folders
+        self.failure: CheckpointSyncError | None = None
         self.interval_s = SYNC_INTERVAL_S if interval_s is None else interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sagemaker-tc-checkpoint-sync", daemon=True)
@@ -166,7 +229,10 @@ class CheckpointSync:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.copy_out()
+            try:
+                self.copy_out()
+            except CheckpointSyncError as error:
+                logger.warning("%s (tried again at the next copy and when the job ends)", error)
 
     def __enter__(self) -> CheckpointSync:
         self.location.mkdir(parents=True, exist_ok=True)
@@ -179,7 +245,10 @@ class CheckpointSync:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.copy_out()
+        try:
+            self.copy_out()
+        except CheckpointSyncError as error:
+            self.failure = error
 
 
 def checkpoint_sync(request: TrainingJobRequest, job_dirs: dict[str, Path], location: Path) -> CheckpointSync:

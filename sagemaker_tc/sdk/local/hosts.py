@@ -10,9 +10,11 @@ is a :class:`HostCommand`.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from typing import TextIO
 
 from sagemaker_tc import contract
 from sagemaker_tc.sdk.job_status import MAX_RUNTIME_EXCEEDED
+from sagemaker_tc.sdk.local import supervisor
 from sagemaker_tc.sdk.local.stop import StopRequest, kill, live_groups, terminate
 
 logger = logging.getLogger(__name__)
@@ -101,10 +104,16 @@ def _remove_scratch(job_dirs: dict[str, Path]) -> None:
         shutil.rmtree(job_dir / "output" / contract.SCRATCH_DIRNAME, ignore_errors=True)
 
 
-def _start_host(command: HostCommand, environment: dict[str, str]) -> subprocess.Popen:
-    """Start one host in its own process group, output piped for streaming."""
+def supervised(argv: list[str], grace_s: float) -> list[str]:
+    """``argv`` run under the host's supervisor (:mod:`~sagemaker_tc.sdk.local.supervisor`): every
+    process it starts ends when it exits, and the job is stopped if this process dies."""
+    return [sys.executable, "-I", supervisor.__file__, str(os.getpid()), repr(grace_s), "--", *argv]
+
+
+def _start_host(command: HostCommand, environment: dict[str, str], grace_s: float) -> subprocess.Popen:
+    """Start one host, under its supervisor, in its own process group, output piped for streaming."""
     return subprocess.Popen(
-        command.argv,
+        supervised(command.argv, grace_s),
         cwd=command.cwd,
         env={**environment, **command.environment},
         start_new_session=True,  # its own process group: stopping the host stops its scripts too
@@ -139,7 +148,7 @@ def run_hosts(
     streamers = []
     try:
         for host, command in commands.items():
-            processes[host] = _start_host(command, environment)
+            processes[host] = _start_host(command, environment, stop.grace_s)
             last = LastException()
             if exceptions is not None:
                 exceptions[host] = last
@@ -153,9 +162,20 @@ def run_hosts(
         for host, process in processes.items():
             _stop(process, job_dirs[host])
         raise
-    for streamer in streamers:
-        streamer.join()
+    _join_streamers(streamers)
     return exit_codes
+
+
+def _join_streamers(streamers: list[threading.Thread]) -> None:
+    """Wait for the rest of the hosts' log. Every process of a host has ended with its supervisor, so
+    its pipe is closed; one still held open (a process that left the host's tree) is not waited for."""
+    gone_by = time.monotonic() + KILLED_GONE_S
+    for streamer in streamers:
+        streamer.join(max(0.0, gone_by - time.monotonic()))
+        if streamer.is_alive():
+            logger.warning(
+                "A process outside the job's hosts still holds the job's log open; the job ends without waiting for it"
+            )
 
 
 def _wait_for_hosts(

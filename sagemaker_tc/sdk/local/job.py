@@ -106,12 +106,13 @@ class LocalJob:
         """Run the job in this thread, copying its log to ``sink`` as it comes; returns when it ended.
 
         Raises:
-            BaseException: what the engine raised (Ctrl-C: the hosts are killed first); a failed or
-                stopped job raises nothing here (see :meth:`wait`).
+            BaseException: an interrupt (Ctrl-C: the hosts are killed first). An error of the engine
+                (an archive that could not be written, ...) ends the job ``Failed`` and is raised by
+                :meth:`wait`, as a failed or stopped job is, so the caller has the job's handle.
         """
         self._log.sink = sink
         self._run()
-        if self._error is not None:
+        if self._error is not None and not isinstance(self._error, Exception):
             raise self._error
         return self
 
@@ -127,7 +128,7 @@ class LocalJob:
         except BaseException as error:  # kept for wait(); the foreground run raises it again
             self._error = error
             if self._thread is not None:
-                logger.error("Training job %s could not run: %s", self.job_name, error)
+                logger.error("Training job %s failed: %s: %s", self.job_name, type(error).__name__, error)
         finally:
             self._ended = datetime.now(timezone.utc)
             try:
@@ -235,6 +236,9 @@ class LocalJob:
         Raises:
             TrainingJobFailedError: the job failed, or was stopped at its ``max_run``
                 (``MaxRuntimeExceeded``); a job stopped by :meth:`stop` raises nothing.
+            JobArtifactsError, CheckpointSyncError: the job's archives, or its last checkpoint copy,
+                could not be written (the job is ``Failed`` with that reason); any other error of
+                the engine, as raised.
         """
         if logs:
             for chunk in self._log.follow():

@@ -17,15 +17,16 @@ import os
 import sys
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 from urllib.parse import unquote, urlparse
 
 from sagemaker_tc import contract
-from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError
+from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError, JobArtifactsError
+from sagemaker_tc.paths import space_note, tree_bytes
 from sagemaker_tc.sdk.local import namespace as job_namespace
 from sagemaker_tc.sdk.local.checkpoints import checkpoint_sync, is_synced_locally, relation
 from sagemaker_tc.sdk.local.hosts import HostCommand, LastException, first_failure, free_port, run_hosts
@@ -96,6 +97,29 @@ class LocalJobResult:
     secondary_status: str | None = None
 
 
+def check_environment_limits(environment: Mapping[str, Any]) -> None:
+    """A ``local_process`` job's ``environment`` within CreateTrainingJob's limits, 512 characters per
+    name and per value, so a job that runs here runs on SageMaker unchanged. ``PATH`` is left out:
+    locally it must keep this machine's ``PATH`` (``arguments.check_local_process_path``), whose
+    length is the machine's.
+
+    Raises:
+        EstimatorArgumentError: a longer name or value (the message gives the length, never the value).
+    """
+    limit = contract.MAX_ENVIRONMENT_VALUE_CHARS
+    for name, value in environment.items():
+        if name == "PATH" or not isinstance(name, str) or not isinstance(value, str):
+            continue
+        for part, text in (("name", name), ("value", value)):
+            if len(text) > limit:
+                shown = f"{name[:40]!r}... ({len(name)} characters)" if part == "name" else repr(name)
+                raise EstimatorArgumentError(
+                    f"environment variable {shown}: its {part} is {len(text)} characters; SageMaker training jobs "
+                    f"take names and values of at most {limit}, and local_process keeps to that so the job runs on "
+                    "SageMaker unchanged; put a long value in a file in source_dir and pass the file's name"
+                )
+
+
 def toolkit_host(job_dir: Path, host: str) -> HostCommand:
     """The estimators' host: the sagemaker-training toolkit's ``train``, based in ``job_dir``."""
     return HostCommand([sys.executable, "-c", _TOOLKIT_COMMAND], job_dir, {contract.ENV_BASE_DIR: str(job_dir)})
@@ -159,9 +183,18 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path, host: str = HOST
 
 
 def _tar_folder(folder: Path, archive: Path) -> None:
-    with tarfile.open(archive, "w:gz") as tar:
-        for child in sorted(folder.iterdir()):
-            tar.add(child, arcname=child.name)
+    """Pack ``folder`` into ``archive`` through a partial file renamed when whole: never a torn
+    archive under its final name (the partial file is removed when the write fails)."""
+    partial = archive.with_name(f".{archive.name}.sagemaker-tc-partial")
+    partial.unlink(missing_ok=True)
+    try:
+        with tarfile.open(partial, "w:gz") as tar:
+            for child in sorted(folder.iterdir()):
+                tar.add(child, arcname=child.name)
+        os.replace(partial, archive)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def _failure_reason(job_dir: Path, exit_code: int, exception: str | None = None) -> str | None:
@@ -220,6 +253,10 @@ def run_job(
         EstimatorArgumentError: the output or checkpoint path is not local, the checkpoint folder is
             not under ``/opt/ml``, the job folder exists, or ``SM_TC_STOP_GRACE_S`` is not a number >= 0.
         OptMlUnavailableError: the job names ``/opt/ml`` and this machine allows no mount namespace.
+        JobArtifactsError: ``model.tar.gz`` or ``output.tar.gz`` could not be written (the job's files
+            stay in its folder; no torn archive is left).
+        CheckpointSyncError: a checkpoint could not be copied (at the end: raised once the archives
+            are written).
     """
     return prepare_job(request, host_command=host_command).run((log_sink or sys.stdout) if logs else None, stop)
 
@@ -247,7 +284,11 @@ class PreparedJob:
     checkpoints: AbstractContextManager
 
     def run(self, sink: TextIO | None, stop: StopRequest | None = None) -> LocalJobResult:
-        """Run the hosts, streaming their log to ``sink``; then write the artifacts, however the job ended."""
+        """Run the hosts, streaming their log to ``sink``; then write the artifacts, however the job ended.
+
+        Raises:
+            JobArtifactsError, CheckpointSyncError: see :func:`run_job`.
+        """
         request, job_dirs = self.request, self.job_dirs
         stop = stop or StopRequest(self.grace_s)
         logger.info(
@@ -269,6 +310,9 @@ class PreparedJob:
         duration = time.monotonic() - started
         first = next(iter(job_dirs.values()))  # algo-1
         model_tar, output_tar = _write_artifacts(first, self.output_root / "output")
+        failure = getattr(self.checkpoints, "failure", None)
+        if failure is not None:  # raised once the archives are safe: the job fails with it
+            raise failure
         status, secondary, reason = _outcome(job_dirs, exit_codes, stop, {h: e.line for h, e in exceptions.items()})
         logger.info("Training job %s %s in %.1f s", request.training_job_name, status, duration)
         return LocalJobResult(
@@ -359,11 +403,27 @@ def _job_environment(request: TrainingJobRequest) -> dict[str, str]:
 
 
 def _write_artifacts(job_dir: Path, artifacts: Path) -> tuple[Path, Path]:
-    """``model.tar.gz`` (the ``model/`` folder) and ``output.tar.gz`` (``output/data/``) into ``artifacts``."""
-    artifacts.mkdir(parents=True, exist_ok=True)
+    """``model.tar.gz`` (the ``model/`` folder) and ``output.tar.gz`` (``output/data/``) into ``artifacts``.
+
+    Raises:
+        JobArtifactsError: an archive could not be written (both are tried); no torn archive is left.
+    """
     model_tar, output_tar = artifacts / "model.tar.gz", artifacts / "output.tar.gz"
-    _tar_folder(job_dir / "model", model_tar)
-    _tar_folder(job_dir / "output" / "data", output_tar)
+    failures = []
+    for folder, archive in ((job_dir / "model", model_tar), (job_dir / "output" / "data", output_tar)):
+        try:
+            artifacts.mkdir(parents=True, exist_ok=True)
+            _tar_folder(folder, archive)
+        except OSError as error:
+            failures.append(
+                f"{archive.name} ({error.strerror or error}; {space_note(artifacts, tree_bytes(folder))}; its files "
+                f"stay in {str(folder)!r})"
+            )
+    if failures:
+        raise JobArtifactsError(
+            f"could not write the job's archives into the folder {str(artifacts)!r}: {'; '.join(failures)}. No torn "
+            "archive was left; make room there (or give output_path a folder with room) and run the job again"
+        )
     return model_tar, output_tar
 
 

@@ -40,7 +40,7 @@ from sagemaker_tc.sdk import _internals, arguments
 from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
 from sagemaker_tc.sdk.local import docker as local_docker
-from sagemaker_tc.sdk.local.process import LocalJobResult
+from sagemaker_tc.sdk.local.process import LocalJobResult, check_environment_limits
 from sagemaker_tc.sdk.v3 import checks
 
 _SECRET_ARGUMENTS = ("environment", "hyperparameters")
@@ -182,6 +182,7 @@ class ModelTrainer(_SdkModelTrainer):
         cloud = kind in arguments.CLOUD_KINDS
         if kind is InstanceKind.LOCAL_PROCESS:
             arguments.check_local_process_path(dict(self.environment or {}), os.environ.get("PATH"))
+            check_environment_limits(dict(self.environment or {}))
         checks.check_names(
             self.base_job_name, self.role, self.tags, self.output_data_config, self.networking, cloud=cloud
         )
