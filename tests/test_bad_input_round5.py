@@ -88,3 +88,156 @@ def test_a_restore_through_a_link_in_the_inductor_folder_puts_everything_back(tm
     assert sorted(p.name for p in (folder / "ab").iterdir()) == ["kernel.so"]
     assert (folder / "ab" / "kernel.so").read_bytes() == b"users"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "inductor", "outside"]
+
+
+# -- environment variables aimed at the launcher ---------------------------------------------------
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8-gpu-py312"
+
+
+@pytest.fixture
+def build_trainer(source_dir, tmp_path):
+    """A sagemaker_tc.ModelTrainer for ``echo.py`` (``local=True``: ``local_process``, else a GPU job)."""
+    from sagemaker.core.training.configs import Compute, SourceCode
+    from sagemaker.train.model_trainer import Mode
+
+    from sagemaker_tc import ModelTrainer, TrainingCompilerConfig
+
+    def _build(local=True, **overrides):
+        kwargs = {
+            "training_image": DLC,
+            "source_code": SourceCode(source_dir=str(source_dir), entry_script="echo.py"),
+            "compute": Compute(instance_type="local_process" if local else "ml.g5.2xlarge"),
+            "role": ROLE,
+            "local_container_root": str(tmp_path / "root"),
+            "compiler_config": TrainingCompilerConfig(),
+            **({"training_mode": Mode.LOCAL_CONTAINER} if local else {}),
+            **overrides,
+        }
+        return ModelTrainer(**kwargs)
+
+    return _build
+
+
+@pytest.mark.parametrize(
+    "environment, message",
+    [
+        ({"PYTHONHOME": "/usr"}, "'PYTHONHOME' replaces where the job's Python finds its standard library"),
+        ({"TORCHINDUCTOR_CACHE_DIR": "/proc/x"}, "'TORCHINDUCTOR_CACHE_DIR' = '/proc/x': a folder of a virtual"),
+        ({"TORCHINDUCTOR_CACHE_DIR": "/proc/../sys/y"}, "a folder of a virtual file system"),
+        ({"SAGEMAKER_PROGRAM": "other.py"}, "'SAGEMAKER_PROGRAM' is reserved: the SageMaker training toolkit reads"),
+        ({"SAGEMAKER_TRAINING_MODULE": "x:main"}, "'SAGEMAKER_TRAINING_MODULE' is reserved"),
+    ],
+)
+@pytest.mark.parametrize("local", [True, False])
+def test_environment_that_breaks_the_launcher_is_refused_by_name(make, build_trainer, environment, message, local):
+    from sagemaker_tc import EstimatorArgumentError
+
+    instance = {} if local else {"instance_type": "ml.g5.2xlarge", "role": ROLE, "output_path": "s3://bucket/out"}
+    with pytest.raises(EstimatorArgumentError, match=message):
+        make(environment=environment, **instance)
+    with pytest.raises(EstimatorArgumentError, match=message):
+        build_trainer(local=local, environment=environment)
+
+
+def test_a_local_inductor_folder_nothing_can_be_written_in_is_refused(make, tmp_path):
+    from sagemaker_tc import EstimatorArgumentError
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(EstimatorArgumentError, match=r"'TORCHINDUCTOR_CACHE_DIR' = .*file/x.*is a file"):
+        make(environment={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "file" / "x")})
+    make(environment={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})  # a folder of the user's: kept
+
+
+@pytest.mark.parametrize("name", ["TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE"])
+def test_switching_torch_compile_off_in_the_environment_is_warned_at_construction(make, build_trainer, name):
+    import warnings
+
+    from sagemaker_tc import ConfigWarning, TrainingCompilerConfig
+
+    with pytest.warns(ConfigWarning, match=rf"{name}=1 switches torch.compile off in the job"):
+        make(environment={name: "1"})
+    with pytest.warns(ConfigWarning, match=rf"{name}=1 switches torch.compile off"):
+        build_trainer(environment={name: "1"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        make(environment={name: "0"})  # torch reads only "1"
+        make(environment={name: "1"}, compiler_config=TrainingCompilerConfig(enabled=False))
+
+
+@pytest.mark.slow
+def test_a_job_with_torch_compile_disable_reports_eager_and_names_the_variable(tmp_path):
+    import tarfile as tarfiles
+
+    from sagemaker_tc import ConfigWarning, PyTorch, TrainingCompilerConfig
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "loop.py").write_text(
+        "import torch\nimport sagemaker_tc\n"
+        "model = sagemaker_tc.compile_model(torch.nn.Linear(4, 1))\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for _ in range(4):\n"
+        "    model(torch.ones(2, 4)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    optimizer.zero_grad()\n"
+    )
+    with pytest.warns(ConfigWarning, match="TORCH_COMPILE_DISABLE=1"):
+        estimator = PyTorch(
+            "loop.py",
+            source_dir=str(code),
+            instance_type="local_process",
+            compiler_config=TrainingCompilerConfig(plan="regional", baseline_steps=0),
+            environment={"TORCH_COMPILE_DISABLE": "1"},
+            output_path=str(tmp_path / "out"),
+        )
+    estimator.fit()
+    with tarfiles.open(estimator.latest_training_job.output_artifacts.removeprefix("file://")) as tar:
+        report = json.loads(tar.extractfile("compiler/report.json").read())
+    assert report["compiled"] is False and report["graphs"] == 0
+    assert report["variant"] != "compiled" and report["variant"] in (None, "eager")
+    assert report["fallback_reason"].startswith("TORCH_COMPILE_DISABLE=1 in the job's environment switched")
+
+
+# -- role ARNs -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("role", ["arn:aws:iam::123456789012:role/Rôle", "arn:aws:iam::123456789012:role/R\u00a0"])
+@pytest.mark.parametrize("local", [True, False])
+def test_a_role_with_a_non_ascii_character_is_refused_in_every_mode(make, build_trainer, role, local):
+    from sagemaker_tc import EstimatorArgumentError
+
+    instance = {} if local else {"instance_type": "ml.g5.2xlarge", "output_path": "s3://bucket/out"}
+    with pytest.raises(EstimatorArgumentError, match=r"not an ASCII character: IAM role ARNs are ASCII"):
+        make(role=role, **instance)
+    with pytest.raises(EstimatorArgumentError, match=r"not an ASCII character"):
+        build_trainer(local=local, role=role)
+
+
+# -- source_dir: what ModelTrainer's upload leaves out ---------------------------------------------
+def test_source_dir_leaves_out_what_modeltrainers_upload_leaves_out(tmp_path):
+    from sagemaker.core.training.configs import SourceCode
+
+    from sagemaker_tc.sdk.source import build_source_archive, resolve_source
+
+    src = tmp_path / "src"
+    for name in [".env", ".cache/hub/model.bin", ".DS_Store", "pkg/.DS_Store", "pkg/.env", "pkg/util.py", "train.py"]:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text("SECRET=1" if name.endswith(".env") else "")
+    (src / ".envrc").write_text("")  # not a name ModelTrainer leaves out: shipped
+    archive = build_source_archive(resolve_source("train.py", str(src)), tmp_path / "out", inject_launcher=False)
+    with tarfile.open(archive) as tar:
+        shipped = sorted(tar.getnames())
+    assert shipped == [".envrc", "pkg", "pkg/util.py", "train.py"]
+    left_out = set(SourceCode.model_fields["ignore_patterns"].default)
+    from sagemaker_tc.sdk.source_tree import SKIPPED_NAMES
+
+    assert left_out <= SKIPPED_NAMES  # at least what sagemaker-train leaves out by default
+
+
+def test_an_entry_point_where_nothing_is_shipped_from_is_refused(tmp_path):
+    from sagemaker_tc import SourceNotFoundError
+    from sagemaker_tc.sdk.source import resolve_source
+
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "train.py").write_text("")
+    with pytest.raises(SourceNotFoundError, match=r"'.cache/train.py' lies where source_dir is never shipped from"):
+        resolve_source(".cache/train.py", str(tmp_path))

@@ -91,6 +91,8 @@ def check_types(**values: Any) -> None:
             raise EstimatorArgumentError(
                 f"{name}={value!r} holds a control character (a newline, a tab...): give {accepted} without one"
             )
+        if name == "role" and isinstance(value, str):
+            check_role_characters(value)
 
 
 def check_flag(name: str, value: Any) -> bool:
@@ -520,6 +522,21 @@ def own_folders(
     return tuple(dict.fromkeys(folders))
 
 
+def check_role_characters(role: str) -> None:
+    """A role given in any mode holds only ASCII characters, as every IAM role ARN does
+    (CreateTrainingJob's ``RoleArn`` pattern), so a job that runs locally runs on SageMaker unchanged.
+
+    Raises:
+        EstimatorArgumentError: a character outside ASCII (named by its code point).
+    """
+    if not role.isascii():
+        odd = next(character for character in role if not character.isascii())
+        raise EstimatorArgumentError(
+            f"role={role!r} holds {odd!r} (U+{ord(odd):04X}), not an ASCII character: IAM role ARNs are ASCII "
+            "(CreateTrainingJob's RoleArn pattern), e.g. 'arn:aws:iam::111122223333:role/SageMakerRole'"
+        )
+
+
 def check_role(role: Any) -> str:
     """The IAM role a SageMaker job runs as, checked at ``fit()`` (local modes need none).
 
@@ -528,6 +545,8 @@ def check_role(role: Any) -> str:
     """
     if not role:
         raise EstimatorArgumentError("role is required for SageMaker training jobs (an IAM role ARN)")
+    if isinstance(role, str):
+        check_role_characters(role)
     if not _ROLE_ARN_RE.match(str(role)):
         raise EstimatorArgumentError(
             f"role must be a full IAM role ARN such as 'arn:aws:iam::111122223333:role/SageMakerRole', got {role!r}"

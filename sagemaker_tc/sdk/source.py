@@ -17,7 +17,7 @@ from pathlib import Path
 import sagemaker_tc
 from sagemaker_tc.contract import DRIVER_PROGRAM, LAUNCHER_PROGRAM
 from sagemaker_tc.errors import EstimatorArgumentError, SourceNotFoundError
-from sagemaker_tc.sdk.source_tree import SourceEntry, copy_entries, skipped, source_entries
+from sagemaker_tc.sdk.source_tree import SKIPPED_NAMES, SourceEntry, copy_entries, skipped, source_entries
 
 LAUNCHER_SOURCE = '''"""Injected by sagemaker-tc: configures the training compiler, then runs your entry point."""
 
@@ -90,8 +90,8 @@ def resolve_source(
     Raises:
         EstimatorArgumentError: ``entry_point`` is missing, empty or not a path string, or names
             the launcher file; ``source_dir`` is not a path.
-        SourceNotFoundError: ``source_dir`` is not a folder; the entry point is a folder or does not
-            exist.
+        SourceNotFoundError: ``source_dir`` is not a folder; the entry point is a folder, does not
+            exist, or lies where nothing is shipped from (``.cache/train.py``).
         SourceLinkError: a link in ``source_dir`` resolves outside it (without ``allow_outside_links``),
             dangles, or loops.
     """
@@ -122,6 +122,11 @@ def resolve_source(
         if not entry_file.is_file():
             raise SourceNotFoundError(f"entry_point {entry_point!r} was not found in source_dir {str(root)!r}")
         relative = entry_file.relative_to(root).as_posix()
+        if skipped(relative):
+            raise SourceNotFoundError(
+                f"entry_point {entry_point!r} lies where source_dir is never shipped from "
+                f"({', '.join(sorted(SKIPPED_NAMES))}, *.pyc): move the script out of there"
+            )
     else:
         root = None
         entry_file = Path(entry_point).expanduser().resolve()
