@@ -241,3 +241,205 @@ def test_an_entry_point_where_nothing_is_shipped_from_is_refused(tmp_path):
     (tmp_path / ".cache" / "train.py").write_text("")
     with pytest.raises(SourceNotFoundError, match=r"'.cache/train.py' lies where source_dir is never shipped from"):
         resolve_source(".cache/train.py", str(tmp_path))
+
+
+# -- the command line ------------------------------------------------------------------------------
+# Each bad option comes with a later one the old code refused ("--steps 1", a multiple above the cap):
+# a refusal that names the bad option shows it is checked first, and the old code, which took it,
+# ends at once too instead of running the suite.
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "--models", "", "--steps", "1"], "BenchError: --models '' names nothing"),
+        (["bench", "--models", ",", "--steps", "1"], "BenchError: --models ',' names nothing"),
+        (["bench", "--variants", "", "--steps", "1"], "BenchError: --variants '' names nothing"),
+        (["tune", "--modes", "", "--steps", "1"], "BenchError: --modes '' names nothing"),
+        (["bench", "--batch-size", "100000000", "--steps", "1"], "BenchError: batch_size must be at most 65536"),
+        (["tune", "--max-batch-size", "100000000", "--multiple-of", "200000000"], "max_batch must be at most 65536"),
+    ],
+)
+def test_bench_and_tune_refuse_empty_lists_and_huge_batches_before_work(tmp_path, capsys, argv, message):
+    from sagemaker_tc.cli import main
+
+    out = tmp_path / "out"
+    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 1
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["bench", "--time-budget", "nan"], "--time-budget"),
+        (["bench", "--timeout", "inf"], "--timeout"),
+        (["tune", "--memory-budget-gib", "inf"], "--memory-budget-gib"),
+        (["tune", "--time-budget", "-1"], "--time-budget"),
+    ],
+)
+def test_non_finite_budgets_are_refused_at_parse(tmp_path, capsys, argv, option):
+    from sagemaker_tc.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--steps", "1", "--device", "cpu", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and f"argument {option}:" in err and "takes a finite number > 0" in err
+
+
+def test_verify_names_an_empty_model_and_a_script_path_that_is_no_module(tmp_path, capsys, monkeypatch):
+    from sagemaker_tc.cli import main
+
+    assert main(["verify", "--model", ""]) == 1
+    assert "BenchError: unknown model ''; the suite has:" in capsys.readouterr().err
+    (tmp_path / "a").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    assert main(["verify", "--script", "../../../etc/passwd:f"]) == 1
+    assert "ScriptLoadError: --script '../../../etc/passwd': no such .py file, and not a module name" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.chdir("/")
+    assert main(["verify", "--script", "../../../etc/passwd:f"]) == 1  # here it is a file, but no Python module
+    assert "ScriptLoadError: cannot load /etc/passwd as a Python module" in capsys.readouterr().err
+
+
+def _output_archive(path, members: dict) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            if isinstance(content, tuple):
+                info.type, info.linkname = tarfile.SYMTYPE, content[1]
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("link-to-nothing", "compiler/report.json is not a regular file"),
+        ("link-to-member", "compiler/report.json is not a regular file"),
+        ("deep", "its JSON cannot be read (nested too deeply)"),
+        ("digits", "its JSON cannot be read (Exceeds the limit (4300 digits) for integer string conversion"),
+    ],
+)
+def test_report_names_what_is_wrong_with_a_hostile_report(tmp_path, capsys, kind, message):
+    from sagemaker_tc.cli import main
+
+    if kind.startswith("link"):
+        path = tmp_path / "output.tar.gz"
+        target = "../../etc/passwd" if kind == "link-to-nothing" else "compiler/other.json"
+        report = json.dumps({"compiled": True, "steps": 1}).encode()
+        _output_archive(path, {"compiler/other.json": report, "compiler/report.json": ("link", target)})
+    else:
+        path = tmp_path / "report.json"
+        depth = 100_000
+        text = "[" * depth + "]" * depth if kind == "deep" else '{"compiled": true, "steps": ' + "1" * 5001 + "}"
+        path.write_text(text)
+    assert main(["report", str(path)]) == 2
+    assert f"ReportNotFoundError: {path}" in (err := capsys.readouterr().err) and message in err
+
+
+def test_the_command_has_a_version(capsys):
+    from sagemaker_tc import __version__
+    from sagemaker_tc.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out == f"sagemaker-tc {__version__}\n"
+
+
+# -- paths under an unknown user's home, max_run stops, torch's checkpoint assertion ---------------
+@pytest.mark.parametrize("argument", ["output_path", "source_dir", "cache"])
+def test_a_path_under_an_unknown_users_home_is_refused_by_name(make, argument):
+    from sagemaker_tc import EstimatorArgumentError, TrainingCompilerConfig
+
+    path = "~sagemaker-tc-no-such-user/x"
+    given = {"cache": {"compiler_config": TrainingCompilerConfig(cache=path)}}.get(argument, {argument: path})
+    with pytest.raises(
+        EstimatorArgumentError,
+        match=rf"{argument}='~sagemaker-tc-no-such-user/x': "
+        r"'~sagemaker-tc-no-such-user' names no user's home folder on this machine",
+    ):
+        make(**given)
+
+
+def test_wait_says_a_job_was_stopped_at_max_run_and_returns_for_a_users_stop():
+    from sagemaker_tc import MaxRuntimeExceededError, TrainingJobFailedError
+    from sagemaker_tc.sdk import job_status
+
+    reason = "MaxRuntimeExceeded: the job ran longer than 8 seconds and was stopped"
+    with pytest.raises(MaxRuntimeExceededError) as stopped:
+        job_status.check_outcome("job-1", "Stopped", "MaxRuntimeExceeded", reason)
+    assert isinstance(stopped.value, TrainingJobFailedError)  # SDK v2 code catching failures still does
+    assert str(stopped.value).startswith("Training job job-1 was stopped at its max_run limit (MaxRuntimeExceeded)")
+    assert "failed" not in str(stopped.value) and stopped.value.failure_reason == reason
+    job_status.check_outcome("job-1", "Stopped", "Stopped", None)  # a stop() the user asked for
+    with pytest.raises(TrainingJobFailedError, match="Training job job-1 failed. Reason: boom") as failed:
+        job_status.check_outcome("job-1", "Failed", "Failed", "boom")
+    assert not isinstance(failed.value, MaxRuntimeExceededError)
+
+
+@pytest.mark.slow
+def test_a_local_job_past_its_max_run_raises_max_runtime_exceeded(tmp_path):
+    from sagemaker_tc import MaxRuntimeExceededError, PyTorch
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("import time\nwhile True:\n    time.sleep(0.1)\n")
+    estimator = PyTorch(
+        "train.py", source_dir=str(code), instance_type="local_process", output_path=str(tmp_path / "out"), max_run=5
+    )
+    with pytest.raises(MaxRuntimeExceededError, match="was stopped at its max_run limit"):
+        estimator.fit(logs=False)
+    assert estimator.latest_training_job.describe()["SecondaryStatus"] == "MaxRuntimeExceeded"
+
+
+@pytest.mark.slow
+def test_a_modeltrainer_local_job_past_its_max_run_raises_max_runtime_exceeded(build_trainer, source_dir):
+    from sagemaker.core.shapes import StoppingCondition
+    from sagemaker.core.training.configs import SourceCode
+
+    from sagemaker_tc import MaxRuntimeExceededError
+
+    trainer = build_trainer(
+        source_code=SourceCode(source_dir=str(source_dir), entry_script="sleeper.py"),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=5),
+    )
+    with pytest.raises(MaxRuntimeExceededError, match="was stopped at its max_run limit"):
+        trainer.train(wait=True, logs=False)
+    assert trainer.latest_local_job.secondary_status == "MaxRuntimeExceeded"
+
+
+def test_torchs_checkpoint_assertion_is_named_and_explained():
+    """The assertion torch's non-reentrant checkpoint raises when a recompute saves more tensors than
+    the forward did (torch 2.8: a bare ``assert not target_frame.early_stop``), raised by torch itself."""
+    import weakref
+
+    import torch
+    from torch.utils import checkpoint
+
+    from sagemaker_tc.compiler.failures import error_summary
+
+    frame = checkpoint._CheckpointFrame(None, True, None, None)  # early stop on, nothing saved in its forward
+    with pytest.raises(AssertionError) as raised:
+        with checkpoint._recomputation_hook(weakref.ref(frame), 0):
+            torch.ones(2, requires_grad=True) * torch.ones(2, requires_grad=True)  # saves tensors: torch asserts
+    bare = AssertionError().with_traceback(raised.value.__traceback__)  # what torch 2.8 raises
+    for error in (raised.value, bare):
+        summary = error_summary(error)
+        assert summary.startswith("AssertionError: ")
+        assert "at torch/utils/checkpoint.py:" in summary and "early_stop" in summary
+        assert "the recompute saved more tensors than the block's first forward did" in summary
+        assert "a torch limit of gradient checkpointing under torch.compile" in summary
+
+
+def test_another_bare_assertion_names_its_file_and_line(tmp_path):
+    from sagemaker_tc.compiler.failures import error_summary
+
+    source = tmp_path / "user_model.py"  # a module of the user's (pytest rewrites the asserts of test files)
+    source.write_text("def check(value):\n    assert value > 1\n")
+    namespace: dict = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    with pytest.raises(AssertionError) as raised:
+        namespace["check"](0)
+    assert error_summary(raised.value) == "AssertionError: (no message) at user_model.py:2 (assert value > 1)"

@@ -32,7 +32,7 @@ from sagemaker_tc.sdk.local.checkpoints import (
     relation,
 )
 from sagemaker_tc.sdk.local.process import local_path
-from sagemaker_tc.sdk.source import SourceSpec
+from sagemaker_tc.sdk.source import SourceSpec, check_user_home
 from sagemaker_tc.uris import has_control_character, looks_like_s3, s3_uri_problem
 
 logger = logging.getLogger(__name__)
@@ -313,6 +313,7 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
             )
         return output_path if output_path is None else check_s3_uri("output_path", output_path)
     output_path = os.fspath(DEFAULT_OUTPUT_PATH if output_path is None else output_path)
+    check_user_home("output_path", output_path)
     check_local_uri("output_path", output_path)
     folder = local_path(output_path)  # local modes write locally: refuse s3:// now
     existing = next(path for path in (folder, *folder.parents) if path.exists())
@@ -383,6 +384,7 @@ def resolve_cache(config: TrainingCompilerConfig | None, kind: InstanceKind) -> 
         raise EstimatorArgumentError(
             f"compiler_config.cache={config.cache!r} starts or ends with whitespace; give the folder's path as it is"
         )
+    check_user_home("compiler_config.cache", config.cache)
     folder = os.path.abspath(os.path.expanduser(config.cache))
     reason = "it is not a folder" if os.path.exists(folder) and not os.path.isdir(folder) else unwritable_reason(folder)
     if reason is not None:

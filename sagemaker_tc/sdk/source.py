@@ -70,6 +70,21 @@ def _path_argument(name: str, value: object) -> str:
     return os.fspath(value)
 
 
+def check_user_home(argument: str, value: str) -> None:
+    """A local path that starts with ``~`` or ``~user`` names a home folder this machine knows.
+
+    Raises:
+        EstimatorArgumentError: ``~user`` for a user unknown here (``~nouser/x``): the path would be
+            taken as a folder named ``~nouser`` in the working folder, or fail while the job is set up.
+    """
+    head = value.split("/", 1)[0]
+    if head.startswith("~") and os.path.expanduser(head) == head:
+        raise EstimatorArgumentError(
+            f"{argument}={value!r}: {head!r} names no user's home folder on this machine; give the folder's full "
+            "path, or start it with '~/' for your own home folder"
+        )
+
+
 def _refuse_folder(entry_point: str, entry_file: Path) -> None:
     if entry_file.is_dir():
         raise SourceNotFoundError(
@@ -105,6 +120,7 @@ def resolve_source(
         raise EstimatorArgumentError("entry_point is required: the path of your training script, e.g. 'train.py'")
     if source_dir is not None:
         source_dir = _path_argument("source_dir", source_dir)
+        check_user_home("source_dir", source_dir)
         root = Path(source_dir).expanduser().resolve()
         if source_dir.startswith("s3://"):  # SDK v2 took a sourcedir.tar.gz in S3
             raise SourceNotFoundError(

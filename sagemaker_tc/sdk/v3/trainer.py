@@ -32,11 +32,12 @@ from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import (
     EstimatorArgumentError,
+    MaxRuntimeExceededError,
     ModelTrainerArgumentError,
     SagemakerTCError,
     TrainingJobFailedError,
 )
-from sagemaker_tc.sdk import _internals, arguments
+from sagemaker_tc.sdk import _internals, arguments, job_status
 from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
 from sagemaker_tc.sdk.job_environment import check_job_variables
@@ -267,6 +268,8 @@ class ModelTrainer(_SdkModelTrainer):
         if result is None:
             return None
         self._local_job = result
+        if (result.status, result.secondary_status) == (job_status.STOPPED, job_status.MAX_RUNTIME_EXCEEDED):
+            raise MaxRuntimeExceededError(result.job_name, result.failure_reason or "unknown")
         if result.status != "Completed":
             raise TrainingJobFailedError(result.job_name, result.failure_reason or "unknown")
         return None
