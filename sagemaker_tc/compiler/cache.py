@@ -299,8 +299,9 @@ def _checked_members(archive: bytes, meta: dict[str, Any]) -> tuple[list[tarfile
     if type(count) is not int or count < 0:
         return [], f"is named by a meta.json whose files is {str(count)[:40]!r}, not a count of files"
     files: list[tarfile.TarInfo] = []
+    total, limit = 0, restore_limit(len(archive))
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        for member in tar:
+        for member in tar:  # stops at the first problem: a bomb is never read to its end
             if member.isdir():
                 continue
             relative = Path(member.name)
@@ -309,12 +310,14 @@ def _checked_members(archive: bytes, meta: dict[str, Any]) -> tuple[list[tarfile
             if not compiler_wrote(relative):
                 return [], f"holds {member.name[:80]!r}, not a file the compiler writes"
             files.append(member)
-    names = [member.name for member in files]
-    if len(set(names)) != len(names) or len(names) != count:
-        return [], f"holds {len(set(names))} distinct files of {len(names)}; meta.json says {count}"
-    total, limit = sum(member.size for member in files), restore_limit(len(archive))
-    if total > limit:
-        return [], f"would restore {total} bytes, over the limit of {limit} for a {len(archive)}-byte archive"
+            total += member.size
+            if total > limit:
+                return [], f"would restore {total} bytes or more, over the limit of {limit} for {len(archive)} bytes"
+            if len(files) > count:
+                break
+    names = {member.name for member in files}
+    if len(names) != len(files) or len(files) != count:
+        return [], f"holds {len(names)} distinct files or more; meta.json says {count}"
     return files, None
 
 
