@@ -9,6 +9,7 @@
 - ``sagemaker-tc verify``: check that compiled training gives eager's per-step losses.
 - ``sagemaker-tc tune``: the largest batch that trains, eager vs compiled, and samples/s at each
   (the tested-models table).
+- ``sagemaker-tc --version``: the installed version.
 
 The last three are workstation tools in their own package, :mod:`sagemaker_tc_bench`, imported only
 when one of them runs (a job never ships or imports it).
@@ -23,6 +24,7 @@ import tarfile
 import zlib
 from pathlib import Path
 
+from sagemaker_tc import __version__
 from sagemaker_tc.contract import COMPILER_OUTPUT_DIRNAME, REPORT_FILENAME
 from sagemaker_tc.errors import BenchNotInstalledError, ReportNotFoundError, SagemakerTCError
 
@@ -80,6 +82,11 @@ def read_report(path: Path) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = None
+    except (RecursionError, ValueError) as error:  # nested past Python's recursion limit, a 5,000-digit number
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
+        raise ReportNotFoundError(
+            f"{path} is not a sagemaker-tc compiler report: its JSON cannot be read ({reason})"
+        ) from None
     if not _is_report(data):
         raise ReportNotFoundError(
             f"{path} is not a sagemaker-tc compiler report (a JSON object with 'compiled' true/false and 'steps')"
@@ -103,9 +110,10 @@ def _report_text(path: Path) -> str:
             raise ReportNotFoundError(
                 f"{path} holds no {_MEMBER}: the job ran without the compiler, or this is not a job's output.tar.gz"
             )
-        handle = tar.extractfile(_MEMBER)
-        if handle is None:
-            raise ReportNotFoundError(f"{path}: {_MEMBER} is not a file")
+        member = tar.getmember(_MEMBER)
+        handle = tar.extractfile(member) if member.isfile() else None
+        if handle is None:  # a link (possibly to nothing in the archive), a folder, a device: never followed
+            raise ReportNotFoundError(f"{path}: {_MEMBER} is not a regular file (a job writes it as one)")
         return handle.read().decode("utf-8", errors="replace")
 
 
@@ -152,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchNotInstalledError as error:
         return _error_exit(chosen, error)
     parser = argparse.ArgumentParser(prog="sagemaker-tc", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"sagemaker-tc {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     launch = commands.add_parser("launch", help="run a training script under the compiler launcher")
     launch.add_argument("script", help="the training script to run, e.g. train.py")

@@ -83,6 +83,8 @@ ENV_USE_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"  # "True": the store at MAS
 ENV_TORCHRUN_LOG_DIR = "PET_LOG_DIR"
 # torch's own variables the launcher sets (never over a value the user set).
 ENV_INDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
+# Either set to "1" switches torch.compile off in every process (torch/_dynamo/config.py, eval_frame.py).
+ENV_COMPILE_DISABLE = ("TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE")
 ENV_TORCH_LOGS = "TORCH_LOGS"
 ENV_TORCH_TRACE = "TORCH_TRACE"
 # backend="xla" only (sagemaker_tc.compiler.xla): the PJRT device torch_xla runs on, and XLA's own flags.

@@ -130,6 +130,23 @@ class CheckpointSyncError(SagemakerTCError, OSError):
     is left; the job's ``model.tar.gz`` and ``output.tar.gz`` are written first."""
 
 
+class MaxRuntimeExceededError(TrainingJobFailedError):
+    """The training job was stopped at its ``max_run`` (``Stopped``, secondary status
+    ``MaxRuntimeExceeded``) before its script finished: ``wait()`` and ``fit()`` raise it, so a job
+    that did not finish never passes for one that did. A job stopped with ``stop()`` raises nothing.
+    A :class:`TrainingJobFailedError`, with the same ``job_name`` and ``failure_reason``."""
+
+    def __init__(self, job_name: str, failure_reason: str) -> None:
+        self.job_name = job_name
+        self.failure_reason = failure_reason
+        SagemakerTCError.__init__(
+            self,
+            f"Training job {job_name} was stopped at its max_run limit (MaxRuntimeExceeded) before its script "
+            f"finished; it did not fail, and it did not complete. Reason: {failure_reason}. Give max_run more "
+            "seconds, or save checkpoints and resume (a job you stop with stop() raises nothing)",
+        )
+
+
 class DockerNotAvailableError(SagemakerTCError, RuntimeError):
     """Docker local mode needs the docker CLI, a running Docker engine and docker compose."""
 

@@ -22,11 +22,22 @@ COMMANDS = ("bench", "verify", "tune")
 OUTPUT_ROOT = Path("sagemaker-tc-output")
 
 
-def split_names(values: list[str] | None) -> list[str] | None:
-    """``--models a,b c`` -> ``[a, b, c]``."""
-    if not values:
+def split_names(values: list[str] | None, option: str = "--models") -> list[str] | None:
+    """``--models a,b c`` -> ``[a, b, c]``; None when the option was not given.
+
+    Raises:
+        BenchError: the option was given but names nothing (``--models ''``, ``--variants ,``): an
+            empty list is never taken for the default.
+    """
+    if values is None:
         return None
-    return [name for value in values for name in value.split(",") if name]
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    if not names:
+        raise BenchError(
+            f"{option} {' '.join(map(repr, values))} names nothing: give one or more names (space or comma "
+            f"separated), or leave {option} out for the default"
+        )
+    return names
 
 
 def file_stem(value: str) -> str:
@@ -109,8 +120,9 @@ def _limit_arguments(parser: argparse.ArgumentParser, *, per: str, budget_help: 
     parser.add_argument(
         "--cpu-threads", type=int, help="OMP_NUM_THREADS for every process (default: one fewer than the usable cores)"
     )
-    parser.add_argument("--timeout", type=float, default=1800.0, help=f"seconds per {per} (default 1800)")
-    parser.add_argument("--time-budget", type=float, help=budget_help)
+    seconds = _number(0, inclusive=False)
+    parser.add_argument("--timeout", type=seconds, default=1800.0, help=f"seconds per {per} (default 1800)")
+    parser.add_argument("--time-budget", type=seconds, help=budget_help)
     parser.add_argument("--data", type=Path, help="SST-2 TSV file or folder (default: examples/sst2/data)")
 
 
@@ -202,7 +214,7 @@ def _tune_arguments(tune: argparse.ArgumentParser) -> None:
     tune.add_argument("--device", help="cpu or cuda (default: cuda if torch sees a GPU)")
     tune.add_argument(
         "--memory-budget-gib",
-        type=float,
+        type=_number(0, inclusive=False),
         help="peak memory allowed per try, GiB (default: 90%% of the GPU; on CPU half the available memory)",
     )
     tune.add_argument("--max-batch-size", type=int, default=1024, help="largest batch tried (default 1024)")
@@ -273,7 +285,7 @@ def run_bench_command(options: argparse.Namespace, command: str, stream: IO[str]
     bench_options = resolve_options(
         models=split_names(options.models),
         size=options.size,
-        variants=split_names(options.variants),
+        variants=split_names(options.variants, "--variants"),
         batch_size=options.batch_size,
         seq_len=options.seq_len,
         steps=options.steps,
@@ -333,7 +345,7 @@ def run_tune_command(options: argparse.Namespace, command: str, stream: IO[str] 
         max_batch=options.max_batch_size,
         multiple_of=options.multiple_of,
         start=options.start,
-        modes=split_names(options.modes),
+        modes=split_names(options.modes, "--modes"),
         cpu_threads=options.cpu_threads,
         timeout_s=options.timeout,
         time_budget_s=options.time_budget,
@@ -412,7 +424,7 @@ def run_verify_command(options: argparse.Namespace, stream: IO[str] | None = Non
                 "seed": options.seed,
                 "config": verify_config(mode=options.mode, plan=plan),
             }
-            if options.model:
+            if options.model is not None:  # --model '' is an unknown model, not --script
                 result = verify_suite_model(
                     options.model,
                     options.size,

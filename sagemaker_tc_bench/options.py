@@ -8,6 +8,29 @@ from pathlib import Path
 
 from sagemaker_tc_bench.variants import DEFAULT_JOB_STEPS
 
+MAX_BATCH_SIZE = 65_536
+"""The largest batch ``bench``, ``verify`` and ``tune`` take (``--batch-size``, ``--max-batch-size``):
+the inputs of that many samples are tokenized in memory before the first step, and no device the
+suite targets trains a batch this large (``tune`` finds the suite's largest batches well below it)."""
+
+
+def check_batch_size(option: str, value: int) -> int:
+    """``value`` when it is a batch the bench takes (1 to :data:`MAX_BATCH_SIZE`).
+
+    Raises:
+        BenchError: a batch below 1 or above :data:`MAX_BATCH_SIZE` (named by ``option``).
+    """
+    from sagemaker_tc_bench.errors import BenchError
+
+    if value < 1:
+        raise BenchError(f"{option} must be >= 1 (got {value})")
+    if value > MAX_BATCH_SIZE:
+        raise BenchError(
+            f"{option} must be at most {MAX_BATCH_SIZE} (got {value}): its samples are prepared in memory before "
+            "the first step, and no device trains a batch that large"
+        )
+    return value
+
 
 @dataclass(frozen=True)
 class BenchOptions:

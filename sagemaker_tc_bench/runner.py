@@ -25,7 +25,7 @@ from typing import Any
 from sagemaker_tc_bench import hardware, rows
 from sagemaker_tc_bench.data import tokenize_sst2
 from sagemaker_tc_bench.errors import BenchError
-from sagemaker_tc_bench.options import BenchOptions
+from sagemaker_tc_bench.options import BenchOptions, check_batch_size
 from sagemaker_tc_bench.processes import budget_timeout, run_cell
 from sagemaker_tc_bench.suite import DEFAULT_MODELS, check_seq_len, check_size, get_spec
 from sagemaker_tc_bench.variants import (
@@ -113,12 +113,11 @@ def resolve_options(
     """
     check_size(size)
     _check_choice("dtype", dtype, DTYPES)
-    names = _listed_once("models", tuple(models) if models else DEFAULT_MODELS, get_spec)
-    chosen = _listed_once("variants", tuple(variants) if variants else VARIANTS, check_variant)
+    names = _listed_once("models", DEFAULT_MODELS if models is None else tuple(models), get_spec)
+    chosen = _listed_once("variants", VARIANTS if variants is None else tuple(variants), check_variant)
     batch_size = DEFAULTS[size]["batch_size"] if batch_size is None else batch_size
     seq_len = DEFAULTS[size]["seq_len"] if seq_len is None else seq_len
-    if batch_size < 1:
-        raise BenchError(f"batch_size must be >= 1 (got {batch_size})")
+    check_batch_size("batch_size", batch_size)
     for name in names:
         check_seq_len(get_spec(name), seq_len)
     if steps < 3:
@@ -158,8 +157,10 @@ def _listed_once(kind: str, values: tuple[str, ...], check: Callable[[str], obje
     """``values`` after ``check`` accepted each (it raises BenchError naming what is accepted).
 
     Raises:
-        BenchError: a value listed twice.
+        BenchError: no value (an empty list is not the default), or a value listed twice.
     """
+    if not values:
+        raise BenchError(f"{kind}: none given; name at least one, or leave {kind} out for the default")
     for value in values:
         check(value)
     if len(set(values)) != len(values):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import tempfile
 import time
@@ -24,7 +25,7 @@ from sagemaker_tc.errors import TuningError
 from sagemaker_tc.tuning.memory import format_bytes
 from sagemaker_tc_bench import hardware
 from sagemaker_tc_bench.data import tokenize_sst2
-from sagemaker_tc_bench.options import BenchOptions
+from sagemaker_tc_bench.options import MAX_BATCH_SIZE, BenchOptions
 from sagemaker_tc_bench.processes import budget_timeout, run_cell
 from sagemaker_tc_bench.report import INCOMPLETE_NOTE, dash_or, replace_file
 from sagemaker_tc_bench.runner import resolve_options
@@ -93,15 +94,21 @@ def resolve_table_options(
         time_budget_s=time_budget_s,
         data=data,
     )
-    chosen = tuple(modes) if modes else MODES
+    chosen = MODES if modes is None else tuple(modes)
+    if not chosen:
+        raise TuningError("modes: none given; name eager and/or compiled, or leave modes out for both")
     for mode in chosen:
         if mode not in MODES:
             raise TuningError(f"unknown mode {mode!r}; accepted: {', '.join(MODES)}")
-    if budget_gib is not None and not budget_gib > 0:
-        raise TuningError(f"memory budget must be > 0 GiB (got {budget_gib})")
+    if budget_gib is not None and not (math.isfinite(budget_gib) and budget_gib > 0):
+        raise TuningError(f"memory budget must be a finite number > 0 GiB (got {budget_gib})")
     for name, value in (("max_batch", max_batch), ("multiple_of", multiple_of), ("start", start)):
         if value < 1:
             raise TuningError(f"{name} must be >= 1 (got {value})")
+    if max_batch > MAX_BATCH_SIZE:
+        raise TuningError(
+            f"max_batch must be at most {MAX_BATCH_SIZE} (got {max_batch}): no device trains a larger batch"
+        )
     if multiple_of > max_batch:
         raise TuningError(f"multiple_of ({multiple_of}) is larger than max_batch ({max_batch})")
     return TableOptions(bench, chosen, budget_gib, max_batch, multiple_of, start)

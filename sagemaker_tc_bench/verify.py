@@ -341,13 +341,13 @@ def verify_suite_model(
     import torch
 
     from sagemaker_tc_bench.data import tokenize_sst2
+    from sagemaker_tc_bench.options import check_batch_size
     from sagemaker_tc_bench.suite import build_model, check_seq_len, check_size, get_spec, make_batches
 
     spec = get_spec(name)
     check_size(size)
     check_seq_len(spec, seq_len)
-    if batch_size < 1:
-        raise BenchError(f"batch_size must be >= 1 (got {batch_size})")
+    check_batch_size("batch_size", batch_size)
     if device not in ("cpu", "cuda"):
         raise BenchError(f"unknown device {device!r}; accepted: cpu, cuda")
     if device == "cuda" and not torch.cuda.is_available():

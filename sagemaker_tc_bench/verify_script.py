@@ -73,6 +73,11 @@ def _import(path_part: str) -> Any:
         except Exception as error:
             raise ScriptLoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
     else:
+        if not all(part.isidentifier() for part in path_part.split(".")):
+            raise ScriptLoadError(
+                f"--script {path_part!r}: no such .py file, and not a module name (dotted Python names, e.g. "
+                "my_models.bert); give PATH.py:FUNCTION with an existing file, or MODULE:FUNCTION"
+            )
         try:
             module = importlib.import_module(path_part)
         except ImportError as error:

@@ -157,7 +157,10 @@ def test_ordinary_hyperparameter_names_are_not_taken_for_secrets(make):
         ({"environment": {"DEBUG\n": "1"}}, "EstimatorArgumentError"),
         ({"base_job_name": "job\n"}, "EstimatorArgumentError"),
         ({"role": ROLE + "\n", **{k: v for k, v in CLOUD.items() if k != "role"}}, "EstimatorArgumentError"),
-        ({"role": "arn:aws:iam::123456789012:role/Rôle", **{k: v for k, v in CLOUD.items() if k != "role"}}, "fit"),
+        (
+            {"role": "arn:aws:iam::123456789012:role/Rôle", **{k: v for k, v in CLOUD.items() if k != "role"}},
+            "EstimatorArgumentError",
+        ),  # at construction (issue 43)
         ({**CLOUD, "instance_type": "ml.g5.xlarge\n"}, "UnsupportedInstanceTypeError"),
         ({**CLOUD, "output_path": "s3://tc-bucket\n/jobs"}, "EstimatorArgumentError"),
         ({**CLOUD, "tags": [{"Key": "team", "Value": "ml\n"}]}, "EstimatorArgumentError"),

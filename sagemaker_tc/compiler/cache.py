@@ -22,7 +22,11 @@ is written last and names its archive by content hash, so a reader sees an old e
 never half of one. ``meta.json`` names its archive only as ``inductor-<16 hex>.tar.gz`` in its own
 folder: any other name (``../../victim.txt``) makes the entry corrupt, and is never read or deleted.
 Loading checks the archive's sha256; a missing, stale or corrupt cache is ignored
-with a warning (the job compiles cold), never an error.
+with a warning (the job compiles cold), never an error. A restore is all or nothing: the archive
+must hold only regular files of the compiler's kinds (no link, no path leaving the folder), as many
+as ``meta.json``'s ``files`` says, and at most :func:`restore_limit` bytes (100 times the archive,
+plus 1 MiB, at most 32 GiB); it is extracted into a staging folder beside the Inductor folder and
+moved in when whole, and a move that fails puts everything back as it was.
 
 The launcher loads the cache once per host before any rank starts, and global rank 0 saves it when
 its script has ended (:mod:`sagemaker_tc.compiler.job_cache`), so ranks never write it concurrently.
@@ -273,6 +277,90 @@ def _archive(folder: Path, names: set[str]) -> bytes:
     return buffer.getvalue()
 
 
+RESTORE_RATIO = 100
+"""A restore writes at most ``RESTORE_RATIO`` times the archive's size plus :data:`RESTORE_SLACK`
+bytes, and never more than :data:`RESTORE_CAP` (compiled kernels, graphs and C++ builds compress
+3 to 10 times; an entry past the limit is corrupt or hostile and loads cold, restoring nothing)."""
+RESTORE_SLACK = 1 << 20
+RESTORE_CAP = 32 << 30
+
+
+def restore_limit(archive_bytes: int) -> int:
+    """Most bytes a restore of an archive of ``archive_bytes`` may write (:data:`RESTORE_RATIO`)."""
+    return min(RESTORE_CAP, RESTORE_RATIO * archive_bytes + RESTORE_SLACK)
+
+
+def _checked_members(archive: bytes, meta: dict[str, Any]) -> tuple[list[tarfile.TarInfo], str | None]:
+    """The archive's files to restore, and None; or ``([], problem)`` when it is not all the
+    compiler's regular files (a link, a device, a path leaving the folder, a hidden or foreign
+    name), holds another number of files than ``meta.json``'s ``files``, or is larger than
+    :func:`restore_limit`. Folders in the archive are left out (the files' folders are made)."""
+    count = meta.get("files")
+    if type(count) is not int or count < 0:
+        return [], f"is named by a meta.json whose files is {str(count)[:40]!r}, not a count of files"
+    files: list[tarfile.TarInfo] = []
+    total, limit = 0, restore_limit(len(archive))
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        for member in tar:  # stops at the first problem: a bomb is never read to its end
+            if member.isdir():
+                continue
+            relative = Path(member.name)
+            if not member.isfile() or relative.is_absolute() or ".." in relative.parts:
+                return [], f"holds {member.name[:80]!r}, not a regular file in the folder (links are never restored)"
+            if not compiler_wrote(relative):
+                return [], f"holds {member.name[:80]!r}, not a file the compiler writes"
+            files.append(member)
+            total += member.size
+            if total > limit:
+                return [], f"would restore {total} bytes or more, over the limit of {limit} for {len(archive)} bytes"
+            if len(files) > count:
+                break
+    names = {member.name for member in files}
+    if len(names) != len(files) or len(files) != count:
+        return [], f"holds {len(names)} distinct files or more; meta.json says {count}"
+    return files, None
+
+
+def _inside(folder: Path, relative: str) -> Path:
+    """``folder / relative`` when no part of it below ``folder`` is a link; else CacheLocationError."""
+    path = folder
+    for part in Path(relative).parts:
+        path = path / part
+        if path.is_symlink():
+            raise CacheLocationError(f"{path} in the Inductor folder is a link: the cache is not restored through it")
+    return path
+
+
+def _move_in(staging: Path, folder: Path, names: list[str]) -> None:
+    """Move the files extracted under ``staging/new`` into ``folder``, all or none: a file already
+    there is set aside under ``staging/old`` and put back, and every file and folder made is
+    removed again, when any move fails."""
+    moved: list[tuple[Path, Path | None]] = []
+    made: list[Path] = []
+    try:
+        for name in sorted(names):
+            target = _inside(folder, name)
+            for parent in reversed(target.relative_to(folder).parents[:-1]):
+                if not (folder / parent).is_dir():
+                    (folder / parent).mkdir()
+                    made.append(folder / parent)
+            kept = None
+            if target.exists():
+                kept = staging / "old" / name
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(target, kept)
+            moved.append((target, kept))
+            shutil.move(staging / "new" / name, target)
+    except BaseException:
+        for target, kept in reversed(moved):
+            target.unlink(missing_ok=True)
+            if kept is not None:
+                shutil.move(kept, target)
+        for path in reversed(made):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
 def _previous_archive(meta_bytes: bytes) -> str | None:
     """The archive an earlier ``meta.json`` names, when it is one of ours (else None: nothing is deleted)."""
     try:
@@ -354,15 +442,19 @@ class CompileCache:
         if hashlib.sha256(archive).hexdigest() != meta.get("sha256"):
             outcome.reason = f"corrupt: {name} does not match its sha256 in meta.json"
             return
+        members, problem = _checked_members(archive, meta)
+        if problem is not None:
+            outcome.reason = f"corrupt: {name} {problem}"
+            return
+        self.inductor_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix="restore-", dir=self.inductor_dir.parent))
         try:
             with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-                tar.extractall(staging, filter="data")
-            self.inductor_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(staging, self.inductor_dir, dirs_exist_ok=True)
+                tar.extractall(staging / "new", members=members, filter="data")
+            _move_in(staging, self.inductor_dir, [member.name for member in members if member.isfile()])
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        outcome.state, outcome.files, outcome.bytes = "warm", int(meta.get("files", 0)), len(archive)
+        outcome.state, outcome.files, outcome.bytes = "warm", meta["files"], len(archive)
         restored = {str(path.relative_to(self.inductor_dir)) for path in self.inductor_dir.rglob("*")}
         if self._foreign & restored:  # the cache's own files now, whatever lay at their paths before
             self._foreign -= restored

@@ -9,8 +9,10 @@ records failures here and installs what :meth:`PlanFailures.step_back` names.
 from __future__ import annotations
 
 import logging
+import traceback
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sagemaker_tc._internals import error_chain
@@ -87,8 +89,44 @@ def announce(failure: dict[str, Any]) -> None:
 
 
 def error_summary(error: BaseException) -> str:
-    """``"TypeName: first lines of the message"`` (:func:`first_lines`)."""
-    return f"{type(error).__name__}: {first_lines(str(error))}"
+    """``"TypeName: first lines of the message"`` (:func:`first_lines`). An ``AssertionError`` that
+    torch's gradient checkpointing raised (:func:`checkpoint_assertion`) is named and explained; any
+    other bare ``assert`` gets the file, line and statement that failed."""
+    summary = f"{type(error).__name__}: {first_lines(str(error))}"
+    if not isinstance(error, AssertionError):
+        return summary
+    explained = checkpoint_assertion(error)
+    if explained is not None:
+        return f"{summary} {explained}"
+    frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ is not None else []
+    if frames and not str(error).strip():
+        frame = frames[-1]
+        return f"{summary} at {Path(frame.filename).name}:{frame.lineno} ({(frame.line or '').strip()[:200]})"
+    return summary
+
+
+CHECKPOINT_ASSERTION = (
+    "torch.utils.checkpoint asserted while it recomputed a checkpointed block for the backward: the "
+    "recompute saved more tensors than the block's first forward did (early stop is on), so the compiled "
+    "forward and its eager recompute do not match. This is a torch limit of gradient checkpointing under "
+    "torch.compile, not your script's error: the plan ends and training goes on with a safer one (turn "
+    "gradient checkpointing off to keep the plan)"
+)
+"""What an ``AssertionError`` from torch's non-reentrant checkpoint means (torch 2.8's bare
+``assert not target_frame.early_stop``; later torch says ``Unexpected state: target_frame.early_stop is set``)."""
+
+
+def checkpoint_assertion(error: BaseException) -> str | None:
+    """:data:`CHECKPOINT_ASSERTION` with the assertion's line, when ``error`` (or an error it was
+    raised from) is an ``AssertionError`` raised in ``torch/utils/checkpoint.py``; else None."""
+    for cause in error_chain(error):
+        if not isinstance(cause, AssertionError) or cause.__traceback__ is None:
+            continue
+        frame = traceback.extract_tb(cause.__traceback__)[-1]
+        if Path(frame.filename).as_posix().endswith("torch/utils/checkpoint.py"):
+            statement = (frame.line or "").strip()[:200]
+            return f"[{statement} at torch/utils/checkpoint.py:{frame.lineno}] {CHECKPOINT_ASSERTION}"
+    return None
 
 
 def first_lines(text: str, limit: int = 600) -> str:

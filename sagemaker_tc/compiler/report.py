@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,14 @@ def build_report(config: TrainingCompilerConfig, facts: JobFacts) -> dict[str, A
     fallback_reason = facts.fallback_reason
     ended_compiled = variant is None or variant.startswith("compiled")
     compiled = config.compiles and dynamo.graphs > 0 and fallback_reason is None and ended_compiled
+    switched_off = [name for name in contract.ENV_COMPILE_DISABLE if os.environ.get(name) == "1"]
+    if config.compiles and not compiled and fallback_reason is None and switched_off and dynamo.graphs == 0:
+        fallback_reason = (
+            f"{switched_off[0]}=1 in the job's environment switched torch.compile off (it wins over compiler_config): "
+            "every step ran eager; remove the variable to compile"
+        )
+    if not compiled and dynamo.graphs == 0 and ended_compiled and variant is not None:
+        variant = "eager"  # no compiled graph ran: the compiled variant's steps ran eager
     if config.compiles and not compiled and fallback_reason is None:
         if not ended_compiled:
             fallback_reason = f"plan='auto' kept eager: {_decision_reason(facts)}"

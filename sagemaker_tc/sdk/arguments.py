@@ -32,7 +32,7 @@ from sagemaker_tc.sdk.local.checkpoints import (
     relation,
 )
 from sagemaker_tc.sdk.local.process import local_path
-from sagemaker_tc.sdk.source import SourceSpec
+from sagemaker_tc.sdk.source import SourceSpec, check_user_home
 from sagemaker_tc.uris import has_control_character, looks_like_s3, s3_uri_problem
 
 logger = logging.getLogger(__name__)
@@ -91,6 +91,8 @@ def check_types(**values: Any) -> None:
             raise EstimatorArgumentError(
                 f"{name}={value!r} holds a control character (a newline, a tab...): give {accepted} without one"
             )
+        if name == "role" and isinstance(value, str):
+            check_role_characters(value)
 
 
 def check_flag(name: str, value: Any) -> bool:
@@ -311,6 +313,7 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
             )
         return output_path if output_path is None else check_s3_uri("output_path", output_path)
     output_path = os.fspath(DEFAULT_OUTPUT_PATH if output_path is None else output_path)
+    check_user_home("output_path", output_path)
     check_local_uri("output_path", output_path)
     folder = local_path(output_path)  # local modes write locally: refuse s3:// now
     existing = next(path for path in (folder, *folder.parents) if path.exists())
@@ -381,6 +384,7 @@ def resolve_cache(config: TrainingCompilerConfig | None, kind: InstanceKind) -> 
         raise EstimatorArgumentError(
             f"compiler_config.cache={config.cache!r} starts or ends with whitespace; give the folder's path as it is"
         )
+    check_user_home("compiler_config.cache", config.cache)
     folder = os.path.abspath(os.path.expanduser(config.cache))
     reason = "it is not a folder" if os.path.exists(folder) and not os.path.isdir(folder) else unwritable_reason(folder)
     if reason is not None:
@@ -520,6 +524,21 @@ def own_folders(
     return tuple(dict.fromkeys(folders))
 
 
+def check_role_characters(role: str) -> None:
+    """A role given in any mode holds only ASCII characters, as every IAM role ARN does
+    (CreateTrainingJob's ``RoleArn`` pattern), so a job that runs locally runs on SageMaker unchanged.
+
+    Raises:
+        EstimatorArgumentError: a character outside ASCII (named by its code point).
+    """
+    if not role.isascii():
+        odd = next(character for character in role if not character.isascii())
+        raise EstimatorArgumentError(
+            f"role={role!r} holds {odd!r} (U+{ord(odd):04X}), not an ASCII character: IAM role ARNs are ASCII "
+            "(CreateTrainingJob's RoleArn pattern), e.g. 'arn:aws:iam::111122223333:role/SageMakerRole'"
+        )
+
+
 def check_role(role: Any) -> str:
     """The IAM role a SageMaker job runs as, checked at ``fit()`` (local modes need none).
 
@@ -528,6 +547,8 @@ def check_role(role: Any) -> str:
     """
     if not role:
         raise EstimatorArgumentError("role is required for SageMaker training jobs (an IAM role ARN)")
+    if isinstance(role, str):
+        check_role_characters(role)
     if not _ROLE_ARN_RE.match(str(role)):
         raise EstimatorArgumentError(
             f"role must be a full IAM role ARN such as 'arn:aws:iam::111122223333:role/SageMakerRole', got {role!r}"

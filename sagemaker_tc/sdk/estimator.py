@@ -33,6 +33,7 @@ from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
 from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.job_environment import check_job_variables
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
 from sagemaker_tc.sdk.local import process as local_process
 from sagemaker_tc.sdk.local.checkpoints import is_synced_locally
@@ -181,6 +182,11 @@ class _FrameworkEstimator:
         if self._kind is InstanceKind.LOCAL_PROCESS:
             arguments.check_local_process_path(self.environment, os.environ.get("PATH"))
             local_process.check_environment_limits(self.environment)
+        check_job_variables(
+            self.environment,
+            compiler_enabled=self.compiler_enabled,
+            local_process=self._kind is InstanceKind.LOCAL_PROCESS,
+        )
         self._check_job_settings(output_path, base_job_name, metric_definitions, max_run, volume_size)
         arguments.check_checkpoints(
             checkpoint_s3_uri,

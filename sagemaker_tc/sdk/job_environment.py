@@ -12,16 +12,27 @@ Three kinds, checked by :func:`check_reserved_names` for both front ends (the es
 - **Warned** (:class:`~sagemaker_tc.errors.ReservedEnvironmentWarning`): torchrun's per-process
   names (``RANK``, ``MASTER_ADDR``, ...). SageMaker passes them, and a one-process job sees them as
   given, but torchrun replaces them in each process of a distributed job.
+  The toolkit's ``SAGEMAKER_PROGRAM`` (it runs that script instead of the entry point) and
+  ``SAGEMAKER_TRAINING_MODULE`` (the image's training module, which runs the compiler's launcher)
+  are refused as well.
 - Everything else is the user's, including the knobs the launcher never overrides
-  (``TORCH_LOGS``, ``TORCHINDUCTOR_CACHE_DIR``, ``SM_TC_HANG_GRACE_S``).
+  (``TORCH_LOGS``, ``TORCHINDUCTOR_CACHE_DIR``, ``SM_TC_HANG_GRACE_S``), with a few values checked
+  before the job starts (:func:`check_job_variables`): ``PYTHONHOME`` is refused (the job's Python
+  would not find its standard library), ``TORCHINDUCTOR_CACHE_DIR`` must be a folder the compiler
+  can write, and ``TORCH_COMPILE_DISABLE=1`` / ``TORCHDYNAMO_DISABLE=1`` with the compiler on are
+  warned about (:class:`~sagemaker_tc.errors.ConfigWarning`: the job runs eager).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import posixpath
+from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
+from typing import Any
 
 from sagemaker_tc import contract
-from sagemaker_tc.errors import EstimatorArgumentError, ReservedEnvironmentWarning
+from sagemaker_tc.errors import ConfigWarning, EstimatorArgumentError, ReservedEnvironmentWarning
+from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.warn import warn_user
 
 # Set by sagemaker-tc (the SDK, the launcher, the driver) from the config and the job.
@@ -67,6 +78,12 @@ JOB_LAYOUT_NAMES = frozenset(
         contract.ENV_TRAINING_JOB_NAME,
     }
 )
+# Read by the SageMaker training toolkit to choose what the job runs (sagemaker_training/params.py):
+# ``SAGEMAKER_PROGRAM`` wins over the entry point sent as a hyperparameter, and
+# ``SAGEMAKER_TRAINING_MODULE`` replaces the image's module (which starts the compiler's launcher).
+TOOLKIT_PROGRAM_NAMES = frozenset({"SAGEMAKER_PROGRAM", "SAGEMAKER_TRAINING_MODULE"})
+# Folders of virtual file systems: no compiler output can be written there.
+_VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
 JOB_LAYOUT_PREFIXES = (contract.ENV_HP_PREFIX, contract.ENV_CHANNEL_PREFIX)
 # torchrun's per-process variables (torch.distributed.run), set for each rank of a distributed job.
 TORCHRUN_NAMES = frozenset(
@@ -89,6 +106,11 @@ def reserved_reason(name: str) -> str | None:
         return (
             "the SageMaker training toolkit (or ModelTrainer's driver) writes it for your script from the job "
             "itself (folders, hosts, channels, hyperparameters)"
+        )
+    if name in TOOLKIT_PROGRAM_NAMES:
+        return (
+            "the SageMaker training toolkit reads it to choose what the job runs: it would run instead of your "
+            "entry point and the compiler's launcher (give the script as entry_point)"
         )
     return None
 
@@ -115,3 +137,48 @@ def check_reserved_names(names: Iterable[str]) -> None:
                 "replaces your value; a one-process job sees it as given",
                 ReservedEnvironmentWarning,
             )
+
+
+def check_job_variables(environment: Mapping[str, Any], *, compiler_enabled: bool, local_process: bool) -> None:
+    """Values of the user's variables that would break the job late or switch the compiler off
+    (plain strings only; a pipeline variable is resolved by SageMaker).
+
+    Raises:
+        EstimatorArgumentError: ``PYTHONHOME`` is set (it replaces where the job's Python finds its
+            standard library; the toolkit and the script fail to start), or ``TORCHINDUCTOR_CACHE_DIR``
+            is a folder the compiler cannot write (a virtual file system such as ``/proc``; for
+            ``local_process`` jobs, any folder of this machine nothing can be created in).
+
+    Warns:
+        ConfigWarning: ``TORCH_COMPILE_DISABLE=1`` or ``TORCHDYNAMO_DISABLE=1`` with the compiler on.
+    """
+    if "PYTHONHOME" in environment:
+        raise EstimatorArgumentError(
+            "environment variable 'PYTHONHOME' replaces where the job's Python finds its standard library: the "
+            "training toolkit and your script would fail to start. Remove it (add folders with PYTHONPATH instead)"
+        )
+    folder = environment.get(contract.ENV_INDUCTOR_CACHE_DIR)
+    if isinstance(folder, str) and folder:
+        reason = _inductor_dir_reason(folder, local_process=local_process)
+        if reason is not None:
+            raise EstimatorArgumentError(
+                f"environment variable {contract.ENV_INDUCTOR_CACHE_DIR!r} = {folder[:200]!r}: {reason}. Give a "
+                "folder the job can write, or leave it out (the job then compiles into a folder of its own)"
+            )
+    for name in contract.ENV_COMPILE_DISABLE:
+        if compiler_enabled and environment.get(name) == "1":
+            warn_user(
+                f"environment variable {name}=1 switches torch.compile off in the job: it wins over compiler_config, "
+                "and the job runs eager (its report says compiled: false and names the variable). Remove it to compile",
+                ConfigWarning,
+            )
+
+
+def _inductor_dir_reason(folder: str, *, local_process: bool) -> str | None:
+    """Why the compiler cannot write under ``folder`` (None: it can, or cannot be told here)."""
+    path = PurePosixPath(posixpath.normpath(folder))
+    if any(path == PurePosixPath(root) or PurePosixPath(root) in path.parents for root in _VIRTUAL_ROOTS):
+        return "a folder of a virtual file system, where the compiler cannot write its files"
+    if local_process:
+        return unwritable_reason(folder)
+    return None

@@ -9,7 +9,7 @@ reference, ``SecondaryStatusTransition``: a ``Stopped`` job's secondary status i
 
 from __future__ import annotations
 
-from sagemaker_tc.errors import TrainingJobFailedError
+from sagemaker_tc.errors import MaxRuntimeExceededError, TrainingJobFailedError
 
 IN_PROGRESS = "InProgress"
 COMPLETED = "Completed"
@@ -24,12 +24,15 @@ MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
 
 def check_outcome(job_name: str, status: str, secondary_status: str | None, failure_reason: str | None) -> None:
     """Raise unless the job ended as asked: ``Completed``, or ``Stopped`` by a stop request (secondary
-    status ``Stopped``). A job stopped at its ``max_run`` did not finish: it raises like a failure.
+    status ``Stopped``). A job stopped at its ``max_run`` did not finish: it raises, saying so.
 
     Raises:
-        TrainingJobFailedError: ``Failed``, or ``Stopped`` with ``MaxRuntimeExceeded``; carries the
-            FailureReason (else the statuses).
+        MaxRuntimeExceededError: ``Stopped`` with ``MaxRuntimeExceeded`` (a :class:`TrainingJobFailedError`).
+        TrainingJobFailedError: ``Failed`` (or another ending); carries the FailureReason (else the statuses).
     """
     if status == COMPLETED or (status == STOPPED and secondary_status == STOPPED):
         return
-    raise TrainingJobFailedError(job_name, failure_reason or f"status {status} ({secondary_status})")
+    reason = failure_reason or f"status {status} ({secondary_status})"
+    if status == STOPPED and secondary_status == MAX_RUNTIME_EXCEEDED:
+        raise MaxRuntimeExceededError(job_name, reason)
+    raise TrainingJobFailedError(job_name, reason)

@@ -17,7 +17,7 @@ from pathlib import Path
 import sagemaker_tc
 from sagemaker_tc.contract import DRIVER_PROGRAM, LAUNCHER_PROGRAM
 from sagemaker_tc.errors import EstimatorArgumentError, SourceNotFoundError
-from sagemaker_tc.sdk.source_tree import SourceEntry, copy_entries, skipped, source_entries
+from sagemaker_tc.sdk.source_tree import SKIPPED_NAMES, SourceEntry, copy_entries, skipped, source_entries
 
 LAUNCHER_SOURCE = '''"""Injected by sagemaker-tc: configures the training compiler, then runs your entry point."""
 
@@ -70,6 +70,21 @@ def _path_argument(name: str, value: object) -> str:
     return os.fspath(value)
 
 
+def check_user_home(argument: str, value: str) -> None:
+    """A local path that starts with ``~`` or ``~user`` names a home folder this machine knows.
+
+    Raises:
+        EstimatorArgumentError: ``~user`` for a user unknown here (``~nouser/x``): the path would be
+            taken as a folder named ``~nouser`` in the working folder, or fail while the job is set up.
+    """
+    head = value.split("/", 1)[0]
+    if head.startswith("~") and os.path.expanduser(head) == head:
+        raise EstimatorArgumentError(
+            f"{argument}={value!r}: {head!r} names no user's home folder on this machine; give the folder's full "
+            "path, or start it with '~/' for your own home folder"
+        )
+
+
 def _refuse_folder(entry_point: str, entry_file: Path) -> None:
     if entry_file.is_dir():
         raise SourceNotFoundError(
@@ -90,8 +105,8 @@ def resolve_source(
     Raises:
         EstimatorArgumentError: ``entry_point`` is missing, empty or not a path string, or names
             the launcher file; ``source_dir`` is not a path.
-        SourceNotFoundError: ``source_dir`` is not a folder; the entry point is a folder or does not
-            exist.
+        SourceNotFoundError: ``source_dir`` is not a folder; the entry point is a folder, does not
+            exist, or lies where nothing is shipped from (``.cache/train.py``).
         SourceLinkError: a link in ``source_dir`` resolves outside it (without ``allow_outside_links``),
             dangles, or loops.
     """
@@ -105,6 +120,7 @@ def resolve_source(
         raise EstimatorArgumentError("entry_point is required: the path of your training script, e.g. 'train.py'")
     if source_dir is not None:
         source_dir = _path_argument("source_dir", source_dir)
+        check_user_home("source_dir", source_dir)
         root = Path(source_dir).expanduser().resolve()
         if source_dir.startswith("s3://"):  # SDK v2 took a sourcedir.tar.gz in S3
             raise SourceNotFoundError(
@@ -122,6 +138,11 @@ def resolve_source(
         if not entry_file.is_file():
             raise SourceNotFoundError(f"entry_point {entry_point!r} was not found in source_dir {str(root)!r}")
         relative = entry_file.relative_to(root).as_posix()
+        if skipped(relative):
+            raise SourceNotFoundError(
+                f"entry_point {entry_point!r} lies where source_dir is never shipped from "
+                f"({', '.join(sorted(SKIPPED_NAMES))}, *.pyc): move the script out of there"
+            )
     else:
         root = None
         entry_file = Path(entry_point).expanduser().resolve()

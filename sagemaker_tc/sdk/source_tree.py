@@ -1,9 +1,11 @@
 """Which files of ``source_dir`` are shipped with a job, and the rules for symbolic links in it.
 
-Everything under ``source_dir`` is shipped except ``__pycache__``, ``.git``, ``.ipynb_checkpoints``
-and ``*.pyc``. A symbolic link is shipped as what it points to, when that is inside ``source_dir``.
-A link that resolves outside it (``passwd -> /etc/passwd``, ``aws -> ~/.aws``) would upload files the
-user never meant to ship, so it is refused unless the estimator was given
+Everything under ``source_dir`` is shipped except what ``ModelTrainer``'s source upload leaves out
+by default (``SourceCode.ignore_patterns``: ``.env``, ``.git``, ``__pycache__``, ``.DS_Store``,
+``.cache``, ``.ipynb_checkpoints``), wherever they lie, and ``*.pyc``: a ``.env`` file of secrets or
+a ``.cache`` of downloads is not code. A symbolic link is shipped as what it points to, when that is
+inside ``source_dir``. A link that resolves outside it (``passwd -> /etc/passwd``, ``aws -> ~/.aws``)
+would upload files the user never meant to ship, so it is refused unless the estimator was given
 ``allow_symlinks_outside_source_dir=True`` (``sagemaker_tc.ModelTrainer`` has no such option). A
 link that points nowhere, or a folder link that leads back to a folder containing it (``up -> ..``),
 is refused with the link's name: packing could not finish or would ship nothing.
@@ -28,7 +30,8 @@ from sagemaker_tc.errors import SourceLinkError
 
 logger = logging.getLogger(__name__)
 
-SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".ipynb_checkpoints"})
+# sagemaker.core.training.configs.SourceCode.ignore_patterns' defaults (sagemaker-train).
+SKIPPED_NAMES = frozenset({".env", ".git", "__pycache__", ".DS_Store", ".cache", ".ipynb_checkpoints"})
 SKIPPED_SUFFIXES = (".pyc",)
 
 
@@ -48,7 +51,8 @@ class SourceEntry:
 
 
 def skipped(arcname: str) -> bool:
-    """True for paths never shipped: caches, git metadata and compiled Python files."""
+    """True for paths never shipped: caches, git metadata, ``.env`` files, Finder's ``.DS_Store``
+    and compiled Python files (:data:`SKIPPED_NAMES`, :data:`SKIPPED_SUFFIXES`)."""
     return any(part in SKIPPED_NAMES for part in arcname.split("/")) or arcname.endswith(SKIPPED_SUFFIXES)
 
 

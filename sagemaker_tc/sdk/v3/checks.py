@@ -345,6 +345,8 @@ def check_names(
     """
     if _text(base_job_name):
         make_job_name(base_job_name)
+    if _text(role):
+        arguments.check_role_characters(role)  # in every mode: a job that runs locally runs on SageMaker
     if cloud and _text(role):
         arguments.check_role(role)
     if tags:

@@ -32,13 +32,15 @@ from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import (
     EstimatorArgumentError,
+    MaxRuntimeExceededError,
     ModelTrainerArgumentError,
     SagemakerTCError,
     TrainingJobFailedError,
 )
-from sagemaker_tc.sdk import _internals, arguments
+from sagemaker_tc.sdk import _internals, arguments, job_status
 from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
+from sagemaker_tc.sdk.job_environment import check_job_variables
 from sagemaker_tc.sdk.local import docker as local_docker
 from sagemaker_tc.sdk.local.process import LocalJobResult, check_environment_limits
 from sagemaker_tc.sdk.v3 import checks
@@ -166,6 +168,10 @@ class ModelTrainer(_SdkModelTrainer):
         if environment.get(contract.ENV_SETTINGS) == self._settings_written:
             environment.pop(contract.ENV_SETTINGS, None)  # ours, from an earlier check: written anew below
         checks.check_environment(environment, cloud=kind in arguments.CLOUD_KINDS)
+        plain = {name: value for name, value in environment.items() if isinstance(value, str)}
+        check_job_variables(  # compiler_enabled=warn: warned once, when the job is built
+            plain, compiler_enabled=warn, local_process=kind is InstanceKind.LOCAL_PROCESS
+        )
         environment.update(contract.encode_environment(config, entry_point=entry_script))
         self._settings_written = environment[contract.ENV_SETTINGS]
         if config is not self.compiler_config:
@@ -263,6 +269,8 @@ class ModelTrainer(_SdkModelTrainer):
         if result is None:
             return None
         self._local_job = result
+        if (result.status, result.secondary_status) == (job_status.STOPPED, job_status.MAX_RUNTIME_EXCEEDED):
+            raise MaxRuntimeExceededError(result.job_name, result.failure_reason or "unknown")
         if result.status != "Completed":
             raise TrainingJobFailedError(result.job_name, result.failure_reason or "unknown")
         return None
