@@ -107,6 +107,8 @@ class _FrameworkEstimator:
     _default_base_job_name = "training"
     _attached_job: str | None = None  # the job's name, for an estimator made by attach()
     _attached_hyperparameters: dict[str, str] | None = None
+    _current_job_name: str | None = None  # SDK v2's: the name of the latest job fit() started
+    _filled_output_path: str | None = None  # the default output_path fit() filled in (none was given)
     _version_arguments: tuple[str, ...] = ()  # the framework's version arguments (each class names them)
     _framework = "pytorch"  # the image table the training image comes from
 
@@ -410,6 +412,7 @@ class _FrameworkEstimator:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
         run = self._run_in_docker if self._kind is InstanceKind.LOCAL_DOCKER else self._run_in_process
         self.latest_training_job = run(inputs, wait=wait, logs=logs, job_name=job_name)
+        self._current_job_name = self.latest_training_job.job_name
         if wait:
             self.latest_training_job.wait(logs=False)
         return None
@@ -453,12 +456,14 @@ class _FrameworkEstimator:
         (:mod:`~sagemaker_tc.sdk.modes.training_job`) resolves where it runs, the estimator builds the
         request, the mode uploads the code and starts the job (or hands the request to the step)."""
         channels = estimator_channels(self, inputs, cloud=True)
+        # the path an earlier fit() filled in is still "none given": the default is resolved again
+        given_output = None if self.output_path == self._filled_output_path else self.output_path
         job = training_job.CloudArguments(
             role=self.role,
             session=self.sagemaker_session,
             instance_type=self.instance_type,
             hyperparameters=self.hyperparameters(),
-            output_path=self.output_path,
+            output_path=given_output,
             base_job_name=self.base_job_name,
             code_location=self.code_location,
             settings=self.settings,
@@ -474,6 +479,9 @@ class _FrameworkEstimator:
             output_path=target.output_path,
             region=target.region,
         )
+        self._current_job_name = target.job_name
+        if given_output is None:  # SDK v2 filled output_path with the default bucket's path it used
+            self.output_path = self._filled_output_path = target.output_path
         if target.in_pipeline:
             # Building a pipeline definition: the step reads the request back from session.context.
             pipeline.hand_over(request, job, target)

@@ -1,0 +1,110 @@
+"""Issue 44: what SMTC-era notebooks with SDK v2 habits still tripped on, against moto's server (the
+recorded endpoint) where AWS is involved."""
+
+import json
+
+import boto3
+import pytest
+
+from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+BUCKET = "tc-round5"
+HF_IMAGE = (
+    "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:"
+    "2.8.0-transformers4.56.2-gpu-py312-cu129-ubuntu22.04"
+)
+
+
+@pytest.fixture
+def bucket(aws):
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    return f"s3://{BUCKET}/jobs"
+
+
+def smtc_cell(source_dir, output_path=None, **overrides):
+    """The estimator cell of Amazon's SMTC Hugging Face notebooks, only the import changed."""
+    kwargs = {
+        "source_dir": str(source_dir),
+        "role": ROLE,
+        "instance_type": "ml.p4d.24xlarge",
+        "instance_count": 1,
+        "transformers_version": "4.56",
+        "pytorch_version": "2.8",
+        "py_version": "py312",
+        "hyperparameters": {"epochs": 1},
+        "compiler_config": TrainingCompilerConfig(),
+        "output_path": output_path,
+    }
+    kwargs.update(overrides)
+    return HuggingFace("echo.py", **kwargs)
+
+
+def default_session():
+    from sagemaker.core.helper.session_helper import Session
+
+    return Session(boto_session=boto3.Session(), default_bucket=BUCKET)
+
+
+def created(recorded) -> list[dict]:
+    return [body for target, body in recorded() if target == "SageMaker.CreateTrainingJob"]
+
+
+# 1. output_path after fit()
+
+
+def test_output_path_is_filled_after_fit_when_none_was_given(aws, bucket, source_dir):
+    estimator = smtc_cell(source_dir, sagemaker_session=default_session())
+    assert estimator.output_path is None
+    estimator.fit(None, wait=True, logs=False, job_name="filled-1")
+    (request,) = created(aws)
+    assert estimator.output_path == request["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/"
+    assert estimator._current_job_name == "filled-1"
+    # the notebook's own model path now names the real artifact
+    assert f"{estimator.output_path}{estimator._current_job_name}/output/model.tar.gz" == estimator.model_data
+    # a second fit() resolves the default again (and the code goes where the first job's went)
+    estimator.fit(None, wait=False, job_name="filled-2")
+    second = created(aws)[-1]
+    assert second["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/"
+    assert json.loads(second["HyperParameters"]["sagemaker_submit_directory"]) == (
+        f"s3://{BUCKET}/filled-2/source/sourcedir.tar.gz"
+    )
+    assert estimator._current_job_name == "filled-2"
+
+
+def test_a_given_output_path_is_kept(aws, bucket, source_dir):
+    estimator = smtc_cell(source_dir, bucket)
+    estimator.fit(None, wait=False, job_name="given")
+    assert estimator.output_path == bucket and estimator._current_job_name == "given"
+
+
+# 2. attach() reports the user's entry point and the image's versions
+
+
+def test_attach_reports_the_users_entry_point_and_the_image_versions(aws, bucket, source_dir):
+    smtc_cell(source_dir, bucket).fit(None, wait=False, job_name="attach-versions")
+    attached = HuggingFace.attach("attach-versions")
+    assert attached.entry_point == "echo.py"  # not the compiler's launcher
+    tag = attached.image_uri.rsplit(":", 1)[1]  # e.g. 2.8-transformers4.56.2-gpu-py312-cu129-ubuntu22.04
+    assert tag.startswith(f"{attached.pytorch_version}-transformers{attached.transformers_version}-gpu-py312")
+    assert attached.pytorch_version.startswith("2.8") and attached.transformers_version.startswith("4.56")
+    assert attached.py_version == "py312"
+    assert attached.source_dir.endswith("attach-versions/source/sourcedir.tar.gz")
+    assert attached._current_job_name == "attach-versions"
+
+
+def test_attach_a_pytorch_job_and_one_without_the_compiler(aws, bucket, source_dir):
+    PyTorch(
+        "echo.py",
+        source_dir=str(source_dir),
+        role=ROLE,
+        instance_type="ml.g6.xlarge",
+        framework_version="2.8",
+        py_version="py312",
+        output_path=bucket,
+        compiler_config=None,
+    ).fit(None, wait=False, job_name="attach-plain")
+    attached = PyTorch.attach("attach-plain")
+    assert attached.entry_point == "echo.py" and attached.compiler_config is None
+    assert attached.image_uri.rsplit(":", 1)[1].startswith(f"{attached.framework_version}-gpu-py312")
+    assert attached.framework_version.startswith("2.8") and attached.py_version == "py312"
