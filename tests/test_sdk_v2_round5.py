@@ -6,7 +6,7 @@ import json
 import boto3
 import pytest
 
-from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
+from sagemaker_tc import EstimatorArgumentError, HuggingFace, PyTorch, TrainingCompilerConfig
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BUCKET = "tc-round5"
@@ -108,3 +108,20 @@ def test_attach_a_pytorch_job_and_one_without_the_compiler(aws, bucket, source_d
     assert attached.entry_point == "echo.py" and attached.compiler_config is None
     assert attached.image_uri.rsplit(":", 1)[1].startswith(f"{attached.framework_version}-gpu-py312")
     assert attached.framework_version.startswith("2.8") and attached.py_version == "py312"
+
+
+# 5. wait() takes SDK v2's log strings
+
+
+def test_wait_takes_sdk_v2_log_strings(aws, bucket, source_dir):
+    estimator = smtc_cell(source_dir, bucket)
+    estimator.fit(None, wait=False)
+    estimator.wait(logs="All")
+    estimator.wait(logs="None")
+    job = estimator.latest_training_job
+    job.wait(logs="None")
+    job.wait("Training")  # SDK v2's _Job.wait(logs="All") took it by position too
+    assert job.wait(logs="Rules") == estimator.model_data
+    for wait in (estimator.wait, job.wait):
+        with pytest.raises(EstimatorArgumentError, match=r"wait\(logs='Everything'\) is not accepted.*'All'"):
+            wait(logs="Everything")

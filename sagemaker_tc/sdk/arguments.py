@@ -541,9 +541,9 @@ _LOG_TYPES = {"All": True, "Training": True, "Rules": True, "None": False}
 _EXPERIMENT_FIELDS = ("ExperimentName", "TrialName", "TrialComponentDisplayName", "RunName")
 
 
-def check_logs(logs: Any) -> bool:
-    """``fit(logs=...)`` as a flag: True, ``"All"``, ``"Training"``, ``"Rules"`` show the log;
-    False, None, ``"None"`` do not.
+def check_logs(logs: Any, *, call: str = "fit") -> bool:
+    """``fit(logs=...)`` (or ``wait(logs=...)``, named by ``call``) as a flag: True, ``"All"``,
+    ``"Training"``, ``"Rules"`` show the log; False, None, ``"None"`` do not.
 
     Raises:
         EstimatorArgumentError: any other value.
@@ -553,7 +553,7 @@ def check_logs(logs: Any) -> bool:
     if isinstance(logs, str) and logs in _LOG_TYPES:
         return _LOG_TYPES[logs]
     raise EstimatorArgumentError(
-        f"fit(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
+        f"{call}(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
     )
 
 

@@ -183,19 +183,24 @@ class CloudJob:
                 token = page["nextForwardToken"]
         return "".join(line if line.endswith("\n") else f"{line}\n" for line in lines)
 
-    def wait(self, *, logs: bool = True, poll_seconds: int = 5) -> str | None:
-        """Block until the job ends; stream its CloudWatch log when ``logs``.
+    def wait(self, logs: bool | str = True, *, poll_seconds: int = 5) -> str | None:
+        """Block until the job ends; stream its CloudWatch log when ``logs`` (True, or SDK v2's
+        ``"All"``, ``"Training"``, ``"Rules"``; False, None or ``"None"`` for no log).
 
         Returns:
             The S3 URI of ``model.tar.gz``.
 
         Raises:
+            EstimatorArgumentError: a ``logs`` value ``fit()`` would refuse (before any AWS call).
             TrainingJobFailedError: the job ended ``Failed``, or ``Stopped`` at its ``max_run``
                 (``MaxRuntimeExceeded``); carries its FailureReason. A job stopped with :meth:`stop`
                 raises nothing.
         """
         from sagemaker.core.utils.exceptions import FailedStatusError
 
+        from sagemaker_tc.sdk.arguments import check_logs
+
+        logs = check_logs(logs, call="wait")
         job = self._resource()
         try:
             job.wait(poll=poll_seconds, logs=logs)

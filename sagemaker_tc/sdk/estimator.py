@@ -508,19 +508,20 @@ class _FrameworkEstimator:
         """The training image the cloud job uses (``image_uri``, or the stock DLC resolved at ``fit()``)."""
         return self.image_uri
 
-    def wait(self, logs: bool = True) -> None:
+    def wait(self, logs: bool | str = True) -> None:
         """Wait for the latest job started with ``fit(wait=False)`` (a SageMaker job, or a local
         one: ``local_process``, ``local``, ``local_gpu``). ``model_data`` reads the job, so waiting
-        through ``latest_training_job.wait()`` or boto3's waiter sets it too.
+        through ``latest_training_job.wait()`` or boto3's waiter sets it too. ``logs`` takes what
+        ``fit(logs=...)`` takes (SDK v2's ``"All"``, ``"None"``, ...).
 
         Raises:
-            EstimatorArgumentError: no job was started.
+            EstimatorArgumentError: no job was started; a ``logs`` value ``fit()`` would refuse.
             TrainingJobFailedError: the job failed, or was stopped at its ``max_run`` (carries its
                 FailureReason); a job stopped with ``latest_training_job.stop()`` raises nothing.
         """
         if self.latest_training_job is None:
             raise EstimatorArgumentError("no training job to wait for: call fit(..., wait=False) first")
-        self.latest_training_job.wait(logs=logs)
+        self.latest_training_job.wait(logs=arguments.check_logs(logs, call="wait"))
 
     def logs(self) -> None:
         """Show the latest job's log on stdout and follow it until the job ends (SDK v2's ``estimator.logs()``).
