@@ -125,3 +125,89 @@ def test_wait_takes_sdk_v2_log_strings(aws, bucket, source_dir):
     for wait in (estimator.wait, job.wait):
         with pytest.raises(EstimatorArgumentError, match=r"wait\(logs='Everything'\) is not accepted.*'All'"):
             wait(logs="Everything")
+
+
+# 4. SDK v2 members that were a bare AttributeError
+
+
+def test_artifact_paths_and_rule_summary_read_the_job(aws, bucket, source_dir):
+    from sagemaker.core.debugger import rule_configs
+    from sagemaker.core.debugger.debugger import ProfilerRule, Rule, TensorBoardOutputConfig
+
+    rules = [Rule.sagemaker(rule_configs.loss_not_decreasing()), ProfilerRule.sagemaker(rule_configs.ProfilerReport())]
+    with pytest.warns(UserWarning, match="add overhead"):
+        estimator = smtc_cell(
+            source_dir,
+            bucket,
+            rules=rules,
+            tensorboard_output_config=TensorBoardOutputConfig(s3_output_path=f"s3://{BUCKET}/tb"),
+        )
+    with pytest.raises(EstimatorArgumentError, match="not associated with a training job"):
+        estimator.latest_job_debugger_artifacts_path()
+    estimator.fit(None, wait=False, job_name="with-rules")
+    assert estimator.latest_job_debugger_artifacts_path() == f"{bucket}/with-rules/debug-output"
+    assert estimator.latest_job_tensorboard_artifacts_path() == f"s3://{BUCKET}/tb/with-rules/tensorboard-output"
+    assert estimator.latest_job_profiler_artifacts_path() == f"{bucket}/with-rules/rule-output"
+    summary = estimator.latest_training_job.rule_job_summary()
+    assert isinstance(summary, list)
+    attached = HuggingFace.attach("with-rules")
+    assert attached.latest_job_debugger_artifacts_path() == f"{bucket}/with-rules/debug-output"
+    # a job without Debugger configuration: None, as SDK v2 answered
+    plain = smtc_cell(source_dir, bucket)
+    plain.fit(None, wait=False, job_name="no-rules")
+    assert plain.latest_job_tensorboard_artifacts_path() is None
+    assert plain.latest_training_job.rule_job_summary() == []
+
+
+def test_training_job_analytics_reads_the_jobs_cloudwatch_metrics(aws, bucket, source_dir):
+    estimator = smtc_cell(source_dir, bucket, metric_definitions=[{"Name": "loss", "Regex": "loss=([0-9.]+)"}])
+    estimator.fit(None, wait=True, logs=False, job_name="with-metrics")
+    described = estimator.latest_training_job.describe()
+    # the job's own metric names (moto's server answers with one of its own, "test:dcg")
+    name = described["AlgorithmSpecification"]["MetricDefinitions"][0]["Name"]
+    boto3.client("cloudwatch").put_metric_data(
+        Namespace="/aws/sagemaker/TrainingJobs",
+        MetricData=[
+            {
+                "MetricName": name,
+                "Dimensions": [{"Name": "TrainingJobName", "Value": "with-metrics"}],
+                "Timestamp": described["TrainingStartTime"],
+                "Value": 0.25,
+            }
+        ],
+    )
+    analytics = estimator.training_job_analytics
+    assert analytics.name == "with-metrics"
+    frame = analytics.dataframe()
+    assert list(frame["value"]) == [0.25] and list(frame["metric_name"]) == [name]
+
+
+def test_training_job_analytics_of_a_local_job_says_where_the_metrics_are(make):
+    estimator = make()
+    with pytest.raises(EstimatorArgumentError, match="not associated with a training job"):
+        estimator.training_job_analytics  # noqa: B018
+    estimator.fit(None)
+    with pytest.raises(EstimatorArgumentError, match=r"ran locally.*latest_training_job.logs\(\)"):
+        estimator.training_job_analytics  # noqa: B018
+
+
+def test_register_and_compile_model_are_refused_with_the_way_to_do_it(source_dir):
+    estimator = smtc_cell(source_dir, f"s3://{BUCKET}/jobs")
+    with pytest.raises(EstimatorArgumentError, match=r"(?s)register\(\) is not offered.*ModelPackage\.create"):
+        estimator.register(content_types=["application/json"], response_types=["application/json"])
+    with pytest.raises(EstimatorArgumentError, match=r"(?s)compile_model\(\).*Neo.*CompilationJob\.create"):
+        estimator.compile_model(target_instance_family="ml_c5", input_shape={"x": [1, 8]}, output_path="s3://b/c")
+
+
+def test_the_default_session_has_sdk_v2_describe_and_wait(aws, bucket, source_dir):
+    from sagemaker.core.helper.session_helper import Session
+
+    estimator = smtc_cell(source_dir, bucket)
+    estimator.fit(None, wait=False, job_name="session-calls")
+    session = estimator.sagemaker_session
+    assert session.describe_training_job("session-calls")["TrainingJobName"] == "session-calls"
+    described = session.wait_for_job("session-calls", poll=1)
+    assert described["TrainingJobStatus"] == "Completed"
+    mine = Session(boto_session=boto3.Session())  # a session the notebook made itself gets them too
+    smtc_cell(source_dir, bucket, sagemaker_session=mine).fit(None, wait=False, job_name="mine")
+    assert mine.wait_for_job("mine", poll=1)["ModelArtifacts"]["S3ModelArtifacts"].endswith("output/model.tar.gz")

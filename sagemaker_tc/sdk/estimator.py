@@ -20,7 +20,7 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import arguments, cloud
+from sagemaker_tc.sdk import after_fit, arguments, cloud
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import (
     CLOUD_KINDS,
@@ -108,6 +108,7 @@ class _FrameworkEstimator:
     _attached_job: str | None = None  # the job's name, for an estimator made by attach()
     _attached_hyperparameters: dict[str, str] | None = None
     _current_job_name: str | None = None  # SDK v2's: the name of the latest job fit() started
+    _latest_request: TrainingJobRequest | None = None  # the latest SageMaker job's request as fit() sent it
     _filled_output_path: str | None = None  # the default output_path fit() filled in (none was given)
     _version_arguments: tuple[str, ...] = ()  # the framework's version arguments (each class names them)
     _framework = "pytorch"  # the image table the training image comes from
@@ -487,6 +488,7 @@ class _FrameworkEstimator:
             pipeline.hand_over(request, job, target)
             return
         self.latest_training_job = training_job.start(request, job, target)
+        self._latest_request = request
         if wait:
             self.latest_training_job.wait(logs=logs)
 
@@ -579,6 +581,56 @@ class _FrameworkEstimator:
             EstimatorArgumentError: always; the message shows the way to deploy.
         """
         raise EstimatorArgumentError(_DEPLOY_HELP.format(method="create_model"))
+
+    def register(self, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's ``register()`` (the Model Registry): refused, with the sagemaker-core call that does it.
+
+        Raises:
+            EstimatorArgumentError: always; the message shows the way to register ``model_data``.
+        """
+        raise EstimatorArgumentError(after_fit.REGISTER_HELP)
+
+    def compile_model(self, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's ``compile_model()`` (SageMaker Neo, for inference): refused, with the way to do it.
+
+        Raises:
+            EstimatorArgumentError: always; the message says what to use instead.
+        """
+        raise EstimatorArgumentError(after_fit.COMPILE_MODEL_HELP)
+
+    @property
+    def training_job_analytics(self):
+        """SDK v2's: sagemaker-core's ``TrainingJobAnalytics`` for the latest SageMaker job (its
+        CloudWatch metrics, ``.dataframe()``); see :func:`~sagemaker_tc.sdk.after_fit.training_job_analytics`.
+
+        Raises:
+            EstimatorArgumentError: no job yet, or a local one (no CloudWatch metrics).
+        """
+        return after_fit.training_job_analytics(self)
+
+    def latest_job_debugger_artifacts_path(self) -> str | None:
+        """SDK v2's: ``<DebugHookConfig S3 path>/<job name>/debug-output`` of the latest job, or None.
+
+        Raises:
+            EstimatorArgumentError: no job was started or attached.
+        """
+        return after_fit.artifacts_path(self, "debugger")
+
+    def latest_job_tensorboard_artifacts_path(self) -> str | None:
+        """SDK v2's: ``<TensorBoardOutputConfig S3 path>/<job name>/tensorboard-output``, or None.
+
+        Raises:
+            EstimatorArgumentError: no job was started or attached.
+        """
+        return after_fit.artifacts_path(self, "tensorboard")
+
+    def latest_job_profiler_artifacts_path(self) -> str | None:
+        """SDK v2's: ``<ProfilerConfig S3 path>/<job name>/rule-output`` of the latest job, or None.
+
+        Raises:
+            EstimatorArgumentError: no job was started or attached.
+        """
+        return after_fit.artifacts_path(self, "profiler")
 
     @classmethod
     def attach(cls, training_job_name: str, sagemaker_session: cloud.SageMakerSession | None = None):
