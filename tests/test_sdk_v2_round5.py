@@ -211,3 +211,31 @@ def test_the_default_session_has_sdk_v2_describe_and_wait(aws, bucket, source_di
     mine = Session(boto_session=boto3.Session())  # a session the notebook made itself gets them too
     smtc_cell(source_dir, bucket, sagemaker_session=mine).fit(None, wait=False, job_name="mine")
     assert mine.wait_for_job("mine", poll=1)["ModelArtifacts"]["S3ModelArtifacts"].endswith("output/model.tar.gz")
+
+
+# 8. SDK v2's defaults passed explicitly ask for nothing
+
+
+@pytest.mark.parametrize(
+    "spelled_out",
+    [
+        {"dependencies": None},
+        {"dependencies": []},
+        {"git_config": None},
+        {"instance_groups": None},
+        {"instance_groups": [], "dependencies": [], "git_config": None, "training_recipe": None},
+        {"tensorflow_version": None, "recipe_overrides": None},
+    ],
+)
+def test_sdk_v2_defaults_spelled_out_are_accepted(aws, bucket, source_dir, spelled_out):
+    estimator = smtc_cell(source_dir, bucket, **spelled_out)
+    assert estimator.dependencies == [] and estimator.git_config is None and estimator.instance_groups is None
+    estimator.fit(None, wait=False)
+    assert len(created(aws)) == 1
+
+
+def test_a_value_that_asks_for_something_is_still_refused(source_dir):
+    with pytest.raises(EstimatorArgumentError, match=r"dependencies \(put the folders your script needs"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", dependencies=["lib"])
+    with pytest.raises(EstimatorArgumentError, match=r"git_config \(check the repository out locally"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", git_config={"repo": "https://example.com/r.git"})

@@ -112,5 +112,6 @@ def attached(cls: type, job: CloudJob) -> Any:
     estimator.checkpoint_s3_uri = described.get("CheckpointConfig", {}).get("S3Uri")
     estimator.checkpoint_local_path = described.get("CheckpointConfig", {}).get("LocalPath")
     estimator.distribution = None
+    estimator.dependencies, estimator.git_config, estimator.instance_groups = [], None, None
     estimator.latest_training_job = job
     return estimator

@@ -48,7 +48,13 @@ from sagemaker_tc.sdk.request import (
     script_mode_hyperparameters,
 )
 from sagemaker_tc.sdk.settings_request import apply_settings
-from sagemaker_tc.sdk.signature import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional, check_unsupported
+from sagemaker_tc.sdk.signature import (
+    HUGGINGFACE_ORDER,
+    PYTORCH_ORDER,
+    bind_positional,
+    check_unsupported,
+    drop_unasked,
+)
 from sagemaker_tc.sdk.source import resolve_source
 
 __all__ = ["COMPILER_METRIC_DEFINITIONS", "DEFAULT_MAX_RUN_SECONDS", "DEFAULT_OUTPUT_PATH", "HuggingFace", "PyTorch"]
@@ -139,7 +145,9 @@ class _FrameworkEstimator:
         **unsupported: Any,
     ) -> None:
         given_settings = {name: unsupported.pop(name) for name in list(unsupported) if name in SETTING_NAMES}
+        drop_unasked(unsupported)  # SDK v2's defaults spelled out (dependencies=[], git_config=None) ask for nothing
         check_unsupported(type(self).__name__, unsupported, self._accepted_arguments())
+        self.dependencies, self.git_config, self.instance_groups = [], None, None  # SDK v2's attributes
         arguments.check_types(
             source_dir=source_dir,
             output_path=None if is_pipeline_variable(output_path) else output_path,
