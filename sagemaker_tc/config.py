@@ -328,6 +328,31 @@ class TrainingCompilerConfig(BaseModel):
     def __bool__(self) -> bool:
         return self.enabled
 
+    @classmethod
+    def validate(cls, estimator: Any) -> None:  # type: ignore[override]  # pydantic's deprecated validate(value)
+        """SDK v2's ``TrainingCompilerConfig.validate(estimator)``: check a ``sagemaker_tc`` estimator's
+        settings against its ``compiler_config`` (the checks it ran when it was built, on its attributes
+        as they are now), raising what the estimator raises and warning as SDK v2 did (several hosts
+        without ``distribution``, Debugger/Profiler overhead). Returns None.
+
+        Raises:
+            ConfigError: ``estimator`` is not a ``sagemaker_tc`` estimator (to build a config from a
+                dict, use ``TrainingCompilerConfig(**values)``); see
+                ``sagemaker_tc.sdk.compiler_checks.validate`` for the rest.
+        """
+        check = getattr(estimator, "_validate_compiler", None)
+        if not callable(check):
+            hint = (
+                ": to build a config from a dict, use TrainingCompilerConfig(**values)"
+                if isinstance(estimator, dict)
+                else ""
+            )
+            raise ConfigError(
+                "TrainingCompilerConfig.validate(estimator) checks a sagemaker_tc HuggingFace or PyTorch estimator, "
+                f"got {type(estimator).__module__}.{type(estimator).__qualname__}{hint}"
+            )
+        check()
+
     @model_validator(mode="after")
     def _warn_contradictions(self) -> TrainingCompilerConfig:
         config_rules.warn_contradictions(self)  # a field that does nothing with the others: ConfigWarning

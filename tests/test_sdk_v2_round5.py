@@ -239,3 +239,57 @@ def test_a_value_that_asks_for_something_is_still_refused(source_dir):
         smtc_cell(source_dir, f"s3://{BUCKET}/jobs", dependencies=["lib"])
     with pytest.raises(EstimatorArgumentError, match=r"git_config \(check the repository out locally"):
         smtc_cell(source_dir, f"s3://{BUCKET}/jobs", git_config={"repo": "https://example.com/r.git"})
+
+
+# 7. TrainingCompilerConfig.validate(estimator) has SDK v2's meaning
+
+
+def test_validate_checks_the_estimator_against_the_compiler(source_dir):
+    import warnings
+
+    from sagemaker_tc import ConfigError, UnsupportedImageError
+    from sagemaker_tc.errors import JobSettingWarning
+
+    estimator = smtc_cell(source_dir, f"s3://{BUCKET}/jobs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TrainingCompilerConfig.validate(estimator) is None
+    estimator.instance_count = 2  # changed after the estimator was built, as notebooks do
+    with pytest.warns(JobSettingWarning, match="instance_count=2 without distribution.*torch_distributed"):
+        TrainingCompilerConfig.validate(estimator)
+    estimator.distribution = {"smdistributed": {"dataparallel": {"enabled": True}}}
+    with pytest.raises(EstimatorArgumentError, match="smdistributed.*not compatible with the compiler"):
+        TrainingCompilerConfig.validate(estimator)
+    estimator.distribution = {"torch_distributed": {"enabled": True}}
+    estimator.instance_groups = [{"InstanceGroupName": "a"}]
+    with pytest.raises(ConfigError, match="instance_groups: the compiler runs homogeneous clusters only"):
+        TrainingCompilerConfig.validate(estimator)
+    estimator.instance_groups = None
+    estimator.image_uri = (
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-trcomp-training:"
+        "1.11.0-transformers4.21.1-gpu-py38-cu113-ubuntu20.04"
+    )
+    with pytest.raises(UnsupportedImageError, match="carries PyTorch 1.11"):
+        TrainingCompilerConfig.validate(estimator)
+    estimator.compiler_config = TrainingCompilerConfig(enabled=False)  # nothing compiles: nothing to check
+    TrainingCompilerConfig.validate(estimator)
+    with pytest.raises(ConfigError, match=r"checks a sagemaker_tc HuggingFace or PyTorch estimator.*\(\*\*values\)"):
+        TrainingCompilerConfig.validate({"enabled": True})
+
+
+# 10. several hosts without distribution: SDK v2 warned
+
+
+def test_several_hosts_without_distribution_warn(source_dir):
+    import warnings
+
+    from sagemaker_tc.errors import JobSettingWarning
+
+    with pytest.warns(JobSettingWarning, match="each of the 2 hosts runs its own copy"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", instance_count=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        smtc_cell(
+            source_dir, f"s3://{BUCKET}/jobs", instance_count=2, distribution={"torch_distributed": {"enabled": True}}
+        )
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", instance_count=2, compiler_config=None)

@@ -20,7 +20,7 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import after_fit, arguments, cloud
+from sagemaker_tc.sdk import after_fit, arguments, cloud, compiler_checks
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import (
     CLOUD_KINDS,
@@ -180,6 +180,8 @@ class _FrameworkEstimator:
         arguments.check_entry_point_language(self.source, entry_point, self.compiler_enabled)
         self._distribution_hyperparameters = distribution_hyperparameters(distribution)
         self.distribution = distribution
+        if self.compiler_enabled:  # SDK v2's validate() warned too
+            compiler_checks.warn_hosts_without_distribution(instance_count, bool(self._distribution_hyperparameters))
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
         variables = [name for name, value in self._user_hyperparameters.items() if is_pipeline_variable(value)]
         if variables and not self.is_cloud:
@@ -276,6 +278,10 @@ class _FrameworkEstimator:
             UnsupportedImageError: no stock DLC image for the versions, Python and instance type.
         """
         return self.image_uri or self._image_uri(region)
+
+    def _validate_compiler(self) -> None:
+        """What ``TrainingCompilerConfig.validate(self)`` runs (:func:`sagemaker_tc.sdk.compiler_checks.validate`)."""
+        compiler_checks.validate(self)
 
     @property
     def compiler_enabled(self) -> bool:
