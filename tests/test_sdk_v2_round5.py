@@ -293,3 +293,40 @@ def test_several_hosts_without_distribution_warn(source_dir):
             source_dir, f"s3://{BUCKET}/jobs", instance_count=2, distribution={"torch_distributed": {"enabled": True}}
         )
         smtc_cell(source_dir, f"s3://{BUCKET}/jobs", instance_count=2, compiler_config=None)
+
+
+# 9. SMTC's own config class, which sagemaker-core still ships
+
+
+def test_smtcs_own_config_class_is_taken_with_enabled_and_debug(aws, bucket, source_dir, caplog):
+    import logging
+
+    from sagemaker.core.training_compiler_config import TrainingCompilerConfig as SmtcConfig
+
+    with caplog.at_level(logging.INFO, logger="sagemaker_tc.config"):
+        estimator = smtc_cell(source_dir, bucket, compiler_config=SmtcConfig(enabled=True, debug=True))
+    assert estimator.compiler_config == TrainingCompilerConfig(debug=True)
+    (note,) = [record.getMessage() for record in caplog.records if record.name == "sagemaker_tc.config"]
+    assert "SMTC's sagemaker.core.training_compiler_config.TrainingCompilerConfig(enabled=True, debug=True)" in note
+    estimator.fit(None, wait=False)
+    (request,) = created(aws)
+    hps = request["HyperParameters"]
+    assert (
+        hps["sagemaker_training_compiler_enabled"] == "true" and hps["sagemaker_training_compiler_debug_mode"] == "true"
+    )
+    assert json.loads(hps["sagemaker_program"]) == "sagemaker_tc_launcher.py"
+    off = smtc_cell(source_dir, bucket, compiler_config=SmtcConfig(enabled=False))
+    assert off.compiler_config == TrainingCompilerConfig(enabled=False) and not off.compiler_enabled
+    off.fit(None, wait=False)
+    assert json.loads(created(aws)[-1]["HyperParameters"]["sagemaker_program"]) == "echo.py"
+
+
+def test_smtcs_config_with_a_pipeline_variable_names_it(source_dir):
+    from sagemaker.core.training_compiler_config import TrainingCompilerConfig as SmtcConfig
+    from sagemaker.core.workflow.parameters import ParameterBoolean
+
+    from sagemaker_tc import ConfigError
+
+    config = SmtcConfig(enabled=ParameterBoolean(name="Compile", default_value=True))
+    with pytest.raises(ConfigError, match=r"\(enabled=...\) is a pipeline variable \(Compile\).*known when"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", compiler_config=config)

@@ -153,11 +153,13 @@ def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, Instan
 
 def check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
     """Return ``config`` if it is None or a :class:`~sagemaker_tc.config.TrainingCompilerConfig` that
-    passes its own validators (:func:`~sagemaker_tc.config.checked_config`).
+    passes its own validators (:func:`~sagemaker_tc.config.checked_config`); SMTC's own class
+    (sagemaker-core's ``sagemaker.core.training_compiler_config``) becomes ours with its ``enabled``
+    and ``debug``.
 
     Raises:
-        ConfigError: any other object, e.g. SMTC's ``sagemaker.huggingface.TrainingCompilerConfig``,
-            or a config built around its validators (``model_copy(update={"backend": "bogus"})``).
+        ConfigError: any other object, a config built around its validators
+            (``model_copy(update={"backend": "bogus"})``), or SMTC's with a pipeline variable.
     """
     return checked_config(config, argument="compiler_config")
 

@@ -107,7 +107,8 @@ class _FrameworkEstimator:
             versions that match no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`);
             with the compiler on, an ``image_uri`` that is an AWS DLC of PyTorch < 2.7 (SMTC's
             ``*-trcomp-training`` images among them) or not of PyTorch.
-        ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig``.
+        ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig`` (SMTC's
+            ``sagemaker.core.training_compiler_config.TrainingCompilerConfig`` is taken as one).
     """
 
     _default_base_job_name = "training"
