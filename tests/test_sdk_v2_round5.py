@@ -330,3 +330,35 @@ def test_smtcs_config_with_a_pipeline_variable_names_it(source_dir):
     config = SmtcConfig(enabled=ParameterBoolean(name="Compile", default_value=True))
     with pytest.raises(ConfigError, match=r"\(enabled=...\) is a pipeline variable \(Compile\).*known when"):
         smtc_cell(source_dir, f"s3://{BUCKET}/jobs", compiler_config=config)
+
+
+# 3. SMTC's *-trcomp-training images are refused wherever they are mirrored
+
+TRCOMP_TAG = "1.11.0-transformers4.21.1-gpu-py38-cu113-ubuntu20.04"
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        f"123456789012.dkr.ecr.us-west-2.amazonaws.com/huggingface-pytorch-trcomp-training:{TRCOMP_TAG}",  # a mirror
+        f"123456789012.dkr.ecr.us-west-2.amazonaws.com/mirror/dlc/huggingface-pytorch-trcomp-training:{TRCOMP_TAG}",
+        f"registry.example.com/ml/huggingface-pytorch-trcomp-training:{TRCOMP_TAG}",
+        "669063966089.dkr.ecr.us-west-2.amazonaws.com/pytorch-trcomp-training:1.13.1-gpu-py39",
+    ],
+)
+def test_smtc_images_are_refused_in_any_registry(source_dir, image):
+    from sagemaker_tc import UnsupportedImageError
+
+    with pytest.raises(UnsupportedImageError, match=r"carries PyTorch 1\.1[13]: it is SMTC's Training Compiler image"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", image_uri=image)
+    assert smtc_cell(source_dir, f"s3://{BUCKET}/jobs", image_uri=image, compiler_config=None).image_uri == image
+
+
+def test_smtc_tensorflow_image_is_named_as_such_and_own_images_pass(source_dir):
+    from sagemaker_tc import UnsupportedImageError
+
+    tf = "123456789012.dkr.ecr.us-east-1.amazonaws.com/huggingface-tensorflow-trcomp-training:2.6.3-gpu-py38"
+    with pytest.raises(UnsupportedImageError, match="is a TensorFlow image: it is SMTC's"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", image_uri=tf)
+    mine = "123456789012.dkr.ecr.us-east-1.amazonaws.com/my-trcomp-replacement:2.8.0-gpu-py312"
+    assert smtc_cell(source_dir, f"s3://{BUCKET}/jobs", image_uri=mine).image_uri == mine
