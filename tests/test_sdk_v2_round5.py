@@ -362,3 +362,17 @@ def test_smtc_tensorflow_image_is_named_as_such_and_own_images_pass(source_dir):
         smtc_cell(source_dir, f"s3://{BUCKET}/jobs", image_uri=tf)
     mine = "123456789012.dkr.ecr.us-east-1.amazonaws.com/my-trcomp-replacement:2.8.0-gpu-py312"
     assert smtc_cell(source_dir, f"s3://{BUCKET}/jobs", image_uri=mine).image_uri == mine
+
+
+def test_pytorchddp_names_its_replacement(source_dir):
+    with pytest.raises(EstimatorArgumentError, match=r"pytorchddp.*replaced by \{'torch_distributed'"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", distribution={"pytorchddp": {"enabled": True}})
+
+
+def test_too_many_tags_are_counted_not_echoed(source_dir):
+    tags = [{"Key": f"team-key-{i}", "Value": f"value-{i}"} for i in range(51)]
+    with pytest.raises(EstimatorArgumentError) as raised:
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", tags=tags)
+    message = str(raised.value)
+    assert message.startswith("tags (a list of 51) is not accepted by CreateTrainingJob (TagList): 0 to 50 entries")
+    assert "team-key-0" not in message
