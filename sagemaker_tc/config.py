@@ -238,6 +238,19 @@ class TrainingCompilerConfig(BaseModel):
         "job with its host, rank and Python stack. None: 600 on SageMaker, 120 in local_process.",
     )
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _refuse_pipeline_variable(cls, value: Any) -> Any:
+        # SDK v2's TrainingCompilerConfig(enabled=...) took a PipelineVariable (sent as a Join).
+        if hasattr(value, "to_string") and hasattr(value, "expr"):
+            name = getattr(value, "name", None) or type(value).__name__
+            raise ValueError(
+                f"a pipeline variable ({name}): the compiler's settings decide the program the job runs and how it "
+                "compiles, so they must be known when the estimator is built; choose the value in Python (one "
+                "estimator per choice)"
+            )
+        return value
+
     @field_validator("batch_size", mode="before")
     @classmethod
     def _check_batch_size(cls, value: Any) -> Any:

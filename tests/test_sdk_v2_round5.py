@@ -376,3 +376,69 @@ def test_too_many_tags_are_counted_not_echoed(source_dir):
     message = str(raised.value)
     assert message.startswith("tags (a list of 51) is not accepted by CreateTrainingJob (TagList): 0 to 50 entries")
     assert "team-key-0" not in message
+
+
+# 6. pipeline variables: carried as SDK v2 carried them, or refused by name with the reason
+
+
+def pipeline_session():
+    from sagemaker.core.workflow.pipeline_context import PipelineSession
+
+    return PipelineSession(boto_session=boto3.Session(region_name="us-east-1"), default_bucket=BUCKET)
+
+
+def test_instance_count_and_max_run_as_pipeline_variables(aws, bucket, source_dir):
+    from sagemaker.core.workflow.parameters import ParameterInteger
+    from sagemaker.mlops.workflow.pipeline import Pipeline
+    from sagemaker.mlops.workflow.steps import TrainingStep
+
+    hosts = ParameterInteger(name="Hosts", default_value=2)
+    limit = ParameterInteger(name="MaxRun", default_value=3600)
+    session = pipeline_session()
+    estimator = smtc_cell(
+        source_dir,
+        bucket,
+        sagemaker_session=session,
+        instance_count=hosts,
+        max_run=limit,
+        distribution={"torch_distributed": {"enabled": True}},
+    )
+    assert estimator.instance_count is hosts and estimator.max_run is limit
+    with pytest.warns(UserWarning, match="PipelineSession"):
+        step = TrainingStep(name="Train", step_args=estimator.fit(None))
+    pipeline = Pipeline(name="tc-vars", parameters=[hosts, limit], steps=[step], sagemaker_session=session)
+    (train_step,) = json.loads(pipeline.definition())["Steps"]
+    assert train_step["Arguments"]["ResourceConfig"]["InstanceCount"] == {"Get": "Parameters.Hosts"}
+    assert train_step["Arguments"]["StoppingCondition"]["MaxRuntimeInSeconds"] == {"Get": "Parameters.MaxRun"}
+    # outside a pipeline: named, with what to do
+    with pytest.raises(EstimatorArgumentError, match="instance_count, max_run: pipeline variables; build the step"):
+        smtc_cell(source_dir, bucket, instance_count=hosts, max_run=limit).fit(None, wait=False)
+    assert created(aws) == []
+
+
+def test_pipeline_variables_that_cannot_be_checked_or_run_locally_are_named(source_dir, make):
+    from sagemaker.core.workflow.parameters import ParameterInteger
+
+    from sagemaker_tc import UnsupportedInstanceTypeError
+
+    with pytest.raises(UnsupportedInstanceTypeError, match=r"instance_count is a pipeline variable \(Hosts\) without"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", instance_count=ParameterInteger(name="Hosts"))
+    with pytest.raises(EstimatorArgumentError, match=r"max_run is a pipeline variable \(MaxRun\) without"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", max_run=ParameterInteger(name="MaxRun"))
+    with pytest.raises(UnsupportedInstanceTypeError, match="instance_count is a pipeline variable, and instance_type"):
+        make(instance_count=ParameterInteger(name="Hosts", default_value=1))
+    with pytest.raises(EstimatorArgumentError, match="max_run is a pipeline variable: pipelines run SageMaker"):
+        make(max_run=ParameterInteger(name="MaxRun", default_value=60))
+    with pytest.raises(EstimatorArgumentError, match="max_run must be a positive number of seconds"):
+        smtc_cell(source_dir, f"s3://{BUCKET}/jobs", max_run=ParameterInteger(name="MaxRun", default_value=0))
+
+
+def test_compiler_config_with_a_pipeline_variable_names_it_and_why(source_dir):
+    from sagemaker.core.workflow.parameters import ParameterBoolean
+
+    from sagemaker_tc import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"enabled: .*a pipeline variable \(Compile\).*must be known when the estimator"
+    ):
+        TrainingCompilerConfig(enabled=ParameterBoolean(name="Compile", default_value=True))

@@ -136,6 +136,8 @@ def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, Instan
             "a pipeline parameter instance_type needs a default_value such as 'ml.g5.2xlarge' "
             "(it picks the training image)"
         )
+    count_variable = isinstance(instance_count, PipelineVariable)
+    instance_count = _count_checked_by_default(instance_count)
     kind = classify_instance(checked, instance_count)
     if kind is InstanceKind.LOCAL_PROCESS and instance_count > MAX_LOCAL_PROCESS_HOSTS:
         raise UnsupportedInstanceTypeError(
@@ -143,12 +145,36 @@ def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, Instan
             f"training processes on this machine; local_process runs at most {MAX_LOCAL_PROCESS_HOSTS} hosts (it is "
             "for trying a multi-host job): use ml.* instances for more"
         )
+    if count_variable and kind not in CLOUD_KINDS:
+        raise UnsupportedInstanceTypeError(
+            f"instance_count is a pipeline variable, and instance_type {checked!r} is not a SageMaker instance type: "
+            "pipelines run SageMaker training jobs (ml.* instance types)"
+        )
     if is_parameter and kind not in CLOUD_KINDS:
         raise UnsupportedInstanceTypeError(
             f"a pipeline parameter instance_type must default to an ml.* instance type (pipelines run SageMaker "
             f"training jobs), got default {checked!r}"
         )
     return checked, kind
+
+
+def _count_checked_by_default(instance_count: Any) -> Any:
+    """A pipeline variable ``instance_count`` as its ``default_value`` (what is checked), else as given.
+
+    Raises:
+        UnsupportedInstanceTypeError: a pipeline variable without an integer default (a step's
+            property has none: the host count must be checkable when the step is defined).
+    """
+    if not isinstance(instance_count, PipelineVariable):
+        return instance_count
+    default = getattr(instance_count, "default_value", None)
+    if not isinstance(default, int) or isinstance(default, bool):
+        name = getattr(instance_count, "name", type(instance_count).__name__)
+        raise UnsupportedInstanceTypeError(
+            f"instance_count is a pipeline variable ({name}) without an integer default_value: it is checked by its "
+            "default when the step is defined (give ParameterInteger(name=..., default_value=1))"
+        )
+    return default
 
 
 def check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
@@ -332,10 +358,20 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
 
 def check_max_run(max_run: Any) -> int:
     """``max_run``: the job's time limit, seconds (SageMaker's StoppingCondition.MaxRuntimeInSeconds).
+    A pipeline variable is checked by its ``default_value`` (which is returned).
 
     Raises:
-        EstimatorArgumentError: not a positive integer, or more than SageMaker's 28 days.
+        EstimatorArgumentError: not a positive integer, or more than SageMaker's 28 days; a pipeline
+            variable without an integer default.
     """
+    if isinstance(max_run, PipelineVariable):
+        default = getattr(max_run, "default_value", None)
+        if not isinstance(default, int) or isinstance(default, bool):
+            raise EstimatorArgumentError(
+                f"max_run is a pipeline variable ({getattr(max_run, 'name', type(max_run).__name__)}) without an "
+                "integer default_value: it is checked by its default when the step is defined"
+            )
+        max_run = default
     if not isinstance(max_run, int) or isinstance(max_run, bool) or max_run < 1:
         raise EstimatorArgumentError(f"max_run must be a positive number of seconds, got {max_run!r}")
     if max_run > MAX_RUN_SECONDS:

@@ -205,7 +205,7 @@ class _FrameworkEstimator:
         self.settings = check_job_settings(
             given_settings,
             cloud=self.is_cloud,
-            max_run=self.max_run,
+            max_run=self._checked_max_run,
             # local_process syncs checkpoints with a local folder (sdk/local/checkpoints.py): not "SageMaker only"
             checkpoint_s3_uri=None
             if self._kind is InstanceKind.LOCAL_PROCESS and is_synced_locally(checkpoint_s3_uri)
@@ -239,7 +239,12 @@ class _FrameworkEstimator:
         make_job_name(self.base_job_name)  # fail now on a bad base name
         self._metrics = metrics
         self._metric_shapes()  # fail now on bad regexes
-        self.max_run = arguments.check_max_run(max_run)
+        self._checked_max_run = arguments.check_max_run(max_run)  # a pipeline variable: its default
+        self.max_run = max_run if is_pipeline_variable(max_run) else self._checked_max_run
+        if is_pipeline_variable(max_run) and not self.is_cloud:
+            raise EstimatorArgumentError(
+                "max_run is a pipeline variable: pipelines run SageMaker training jobs (ml.* instance types)"
+            )
         self.volume_size = arguments.check_volume_size(volume_size)
         if self.is_cloud:  # CreateTrainingJob's VolumeSizeInGB is at least 1 (local modes only record it)
             check_limit("volume_size", "VolumeSizeInGB", self.volume_size)
@@ -478,6 +483,8 @@ class _FrameworkEstimator:
             role=self.role,
             session=self.sagemaker_session,
             instance_type=self.instance_type,
+            instance_count=self.instance_count,
+            max_run=self.max_run,
             hyperparameters=self.hyperparameters(),
             output_path=given_output,
             base_job_name=self.base_job_name,
