@@ -442,3 +442,27 @@ def test_compiler_config_with_a_pipeline_variable_names_it_and_why(source_dir):
         ConfigError, match=r"enabled: .*a pipeline variable \(Compile\).*must be known when the estimator"
     ):
         TrainingCompilerConfig(enabled=ParameterBoolean(name="Compile", default_value=True))
+
+
+def test_environment_values_as_pipeline_variables(aws, bucket, source_dir, make):
+    from sagemaker.core.workflow.parameters import ParameterString
+    from sagemaker.mlops.workflow.pipeline import Pipeline
+    from sagemaker.mlops.workflow.steps import TrainingStep
+
+    level = ParameterString(name="LogLevel", default_value="INFO")
+    session = pipeline_session()
+    estimator = smtc_cell(source_dir, bucket, sagemaker_session=session, environment={"LOG_LEVEL": level, "A": "1"})
+    assert estimator.environment == {"LOG_LEVEL": level, "A": "1"}
+    with pytest.warns(UserWarning, match="PipelineSession"):
+        step = TrainingStep(name="Train", step_args=estimator.fit(None))
+    pipeline = Pipeline(name="tc-env", parameters=[level], steps=[step], sagemaker_session=session)
+    (train_step,) = json.loads(pipeline.definition())["Steps"]
+    assert train_step["Arguments"]["Environment"]["LOG_LEVEL"] == {"Get": "Parameters.LogLevel"}
+    assert train_step["Arguments"]["Environment"]["A"] == "1"
+    with pytest.raises(EstimatorArgumentError, match="environment LOG_LEVEL: pipeline variables; build the step"):
+        smtc_cell(source_dir, bucket, environment={"LOG_LEVEL": level}).fit(None, wait=False)
+    with pytest.raises(EstimatorArgumentError, match="environment LOG_LEVEL: pipeline variables; pipelines run"):
+        make(environment={"LOG_LEVEL": level})
+    with pytest.raises(EstimatorArgumentError, match="environment variable name '1X' is not accepted"):
+        smtc_cell(source_dir, bucket, environment={"1X": level})
+    assert created(aws) == []

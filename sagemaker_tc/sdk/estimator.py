@@ -190,7 +190,7 @@ class _FrameworkEstimator:
                 f"hyperparameters {', '.join(variables)}: pipeline variables; pipelines run SageMaker "
                 "training jobs (ml.* instance types)"
             )
-        self.environment = arguments.check_environment(environment, cloud=self.is_cloud)
+        self.environment = self._checked_environment(environment)
         if self._kind is InstanceKind.LOCAL_PROCESS:
             arguments.check_local_process_path(self.environment, os.environ.get("PATH"))
         self._check_job_settings(output_path, base_job_name, metric_definitions, max_run, volume_size)
@@ -223,6 +223,31 @@ class _FrameworkEstimator:
         # SDK v2 defaulted it to a session; here it is made when first read (cloud jobs; local modes need none)
         self._sagemaker_session = sagemaker_session
         self.latest_training_job: LocalJob | cloud.CloudJob | None = None
+
+    def _checked_environment(self, environment: Any) -> dict[str, Any]:
+        """``environment`` checked (:func:`~sagemaker_tc.sdk.arguments.check_environment`); a pipeline
+        variable value (SDK v2 took one) is checked by its ``default_value`` (``""`` without one) and
+        carried as a reference into the step.
+
+        Raises:
+            EstimatorArgumentError: what ``check_environment`` refuses; a pipeline variable in a local mode.
+        """
+        variables = {}
+        if isinstance(environment, Mapping):
+            variables = {name: value for name, value in environment.items() if is_pipeline_variable(value)}
+        if variables and not self.is_cloud:
+            raise EstimatorArgumentError(
+                f"environment {', '.join(map(str, variables))}: pipeline variables; pipelines run SageMaker training "
+                "jobs (ml.* instance types)"
+            )
+        if not variables:
+            return arguments.check_environment(environment, cloud=self.is_cloud)
+        defaults = {
+            name: (getattr(variables[name], "default_value", None) or "") if name in variables else value
+            for name, value in environment.items()
+        }
+        checked = arguments.check_environment({name: str(value) for name, value in defaults.items()}, cloud=True)
+        return {name: variables.get(name, value) for name, value in checked.items()}
 
     def _check_job_settings(self, output_path, base_job_name, metrics, max_run, volume_size) -> None:
         """Check and keep where the job writes, its name, its metrics and its limits."""
@@ -485,6 +510,7 @@ class _FrameworkEstimator:
             instance_type=self.instance_type,
             instance_count=self.instance_count,
             max_run=self.max_run,
+            environment=self.environment,
             hyperparameters=self.hyperparameters(),
             output_path=given_output,
             base_job_name=self.base_job_name,

@@ -41,7 +41,7 @@ class CloudArguments:
         image_for_region: region -> the training image (``image_uri``, else the stock DLC).
         source: the code to ship.
         inject_launcher: ship the compiler's launcher with the code (the compiler is on).
-        instance_count, max_run: as given (pipeline variables only under a ``PipelineSession``).
+        instance_count, max_run, environment: as given (pipeline variables only under a ``PipelineSession``).
     """
 
     role: str | None
@@ -57,6 +57,7 @@ class CloudArguments:
     inject_launcher: bool
     instance_count: Any = 1
     max_run: Any = None
+    environment: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,9 @@ def _refuse_pipeline_variables(job: CloudArguments, channels: dict[str, Any]) ->
     ]
     variables += ["output_path"] if is_pipeline_variable(job.output_path) else []
     variables += [name for name in ("instance_count", "max_run") if is_pipeline_variable(getattr(job, name))]
+    variables += [
+        f"environment {name}" for name, value in (job.environment or {}).items() if is_pipeline_variable(value)
+    ]
     if variables:
         raise EstimatorArgumentError(
             f"{', '.join(variables)}: pipeline variables; build the step under a PipelineSession "
