@@ -466,3 +466,87 @@ def test_environment_values_as_pipeline_variables(aws, bucket, source_dir, make)
     with pytest.raises(EstimatorArgumentError, match="environment variable name '1X' is not accepted"):
         smtc_cell(source_dir, bucket, environment={"1X": level})
     assert created(aws) == []
+
+
+# The SageMaker configuration file's defaults (sagemaker-core's resolution)
+
+CONFIG_ROLE = "arn:aws:iam::123456789012:role/FromConfig"
+CONFIG_YAML = f"""
+SchemaVersion: '1.0'
+SageMaker:
+  TrainingJob:
+    RoleArn: {CONFIG_ROLE}
+    VpcConfig:
+      SecurityGroupIds: [sg-0123456789abcdef0]
+      Subnets: [subnet-0123456789abcdef0]
+    Tags:
+      - Key: team
+        Value: ml
+      - Key: mine
+        Value: from-config
+    EnableNetworkIsolation: true
+    EnableInterContainerTrafficEncryption: true
+    Environment:
+      FROM_CONFIG: "1"
+    OutputDataConfig:
+      KmsKeyId: alias/config-output
+    ResourceConfig:
+      VolumeKmsKeyId: alias/config-volume
+"""
+
+
+@pytest.fixture
+def user_config(tmp_path, monkeypatch):
+    path = tmp_path / "sagemaker-config.yaml"
+    path.write_text(CONFIG_YAML, encoding="utf-8")
+    monkeypatch.setenv("SAGEMAKER_USER_CONFIG_OVERRIDE", str(path))
+    admin = tmp_path / "admin-config.yaml"  # the admin file: present, setting nothing here
+    admin.write_text("SchemaVersion: '1.0'\n", encoding="utf-8")
+    monkeypatch.setenv("SAGEMAKER_ADMIN_CONFIG_OVERRIDE", str(admin))
+    return path
+
+
+def test_a_job_built_with_only_the_config_files_values_sends_them(aws, bucket, user_config, source_dir):
+    estimator = smtc_cell(source_dir, bucket, role=None, instance_type="ml.p3.2xlarge")  # EBS: takes a KMS key
+    assert estimator.role == CONFIG_ROLE and estimator.environment == {"FROM_CONFIG": "1"}
+    estimator.fit(None, wait=False, job_name="from-config")
+    (request,) = created(aws)
+    assert request["RoleArn"] == CONFIG_ROLE
+    assert request["VpcConfig"] == {
+        "SecurityGroupIds": ["sg-0123456789abcdef0"],
+        "Subnets": ["subnet-0123456789abcdef0"],
+    }
+    assert {tag["Key"]: tag["Value"] for tag in request["Tags"]} == {"team": "ml", "mine": "from-config"}
+    assert request["EnableNetworkIsolation"] is True and request["EnableInterContainerTrafficEncryption"] is True
+    assert request["Environment"]["FROM_CONFIG"] == "1"
+    assert request["OutputDataConfig"]["KmsKeyId"] == "alias/config-output"
+    assert request["ResourceConfig"]["VolumeKmsKeyId"] == "alias/config-volume"
+
+
+def test_explicit_arguments_win_and_tags_are_appended(aws, bucket, user_config, source_dir):
+    estimator = smtc_cell(  # ml.p4d.24xlarge has instance storage only: no volume KMS key, as SDK v2
+        source_dir,
+        bucket,
+        environment={"MINE": "2"},
+        tags=[{"Key": "mine", "Value": "given"}],
+        subnets=["subnet-0fedcba9876543210"],
+        security_group_ids=["sg-0fedcba9876543210"],
+        enable_network_isolation=False,
+        output_kms_key="alias/given",
+    )
+    estimator.fit(None, wait=False, job_name="given-wins")
+    (request,) = created(aws)
+    assert request["RoleArn"] == ROLE and request["Environment"].get("FROM_CONFIG") is None
+    assert request["Environment"]["MINE"] == "2"
+    assert request["VpcConfig"]["Subnets"] == ["subnet-0fedcba9876543210"]
+    assert request["Tags"] == [{"Key": "mine", "Value": "given"}, {"Key": "team", "Value": "ml"}]
+    assert request.get("EnableNetworkIsolation") in (None, False)
+    assert request["OutputDataConfig"]["KmsKeyId"] == "alias/given"
+    assert "VolumeKmsKeyId" not in request["ResourceConfig"]
+
+
+def test_local_modes_take_the_config_files_environment_only(user_config, make):
+    estimator = make()
+    assert estimator.environment == {"FROM_CONFIG": "1"} and estimator.role is None
+    assert estimator.settings.get("subnets") is None and estimator.settings.get("tags") is None
+    assert make(environment={"MINE": "1"}).environment == {"MINE": "1"}

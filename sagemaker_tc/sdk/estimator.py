@@ -20,7 +20,7 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import after_fit, arguments, cloud, compiler_checks
+from sagemaker_tc.sdk import after_fit, arguments, cloud, compiler_checks, config_defaults
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import (
     CLOUD_KINDS,
@@ -90,6 +90,10 @@ class _FrameworkEstimator:
     :data:`~sagemaker_tc.sdk.job_settings.SETTING_NAMES`) are checked against CreateTrainingJob's
     limits and reach the request as SDK v2 sends them (:mod:`sagemaker_tc.sdk.settings_request`);
     in local modes the cloud-only ones are logged once and not applied.
+
+    The SageMaker configuration file's defaults fill what is not given, as SDK v2 applied them
+    (:mod:`sagemaker_tc.sdk.config_defaults`): on SageMaker the role, VPC, KMS keys, network
+    isolation, inter-container encryption, environment and (appended) tags; locally the environment.
 
     ``allow_symlinks_outside_source_dir=True`` ships what symbolic links in ``source_dir`` point to
     even outside it; by default such a link is a ``SourceLinkError`` (:mod:`sagemaker_tc.sdk.source_tree`).
@@ -161,6 +165,14 @@ class _FrameworkEstimator:
             **self._versions(),
         )
         self._checked_instance_type, self._kind = arguments.check_instance(instance_type, instance_count)
+        role, environment, given_settings = config_defaults.apply(  # the SageMaker config file's defaults
+            config_defaults.load(sagemaker_session),
+            cloud=self.is_cloud,
+            instance_type=self._checked_instance_type,
+            role=role,
+            environment=environment,
+            settings=given_settings,
+        )
         self.instance_type, self.instance_count = instance_type, instance_count
         outside = arguments.check_flag("allow_symlinks_outside_source_dir", allow_symlinks_outside_source_dir)
         self.source = resolve_source(entry_point, source_dir, allow_outside_links=outside)
