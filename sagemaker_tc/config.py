@@ -5,6 +5,7 @@ Imports only pydantic and the standard library, so the SDK side never needs torc
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,8 @@ from sagemaker_tc import config_rules
 from sagemaker_tc.config_rules import MAX_BUCKETS
 from sagemaker_tc.errors import ConfigError, ConfigWarning
 from sagemaker_tc.uris import has_control_character, looks_like_s3, s3_uri_problem
+
+logger = logging.getLogger(__name__)
 
 Backend = Literal["inductor", "eager", "xla"]
 """Compiler backends:
@@ -235,6 +238,19 @@ class TrainingCompilerConfig(BaseModel):
         "job with its host, rank and Python stack. None: 600 on SageMaker, 120 in local_process.",
     )
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _refuse_pipeline_variable(cls, value: Any) -> Any:
+        # SDK v2's TrainingCompilerConfig(enabled=...) took a PipelineVariable (sent as a Join).
+        if hasattr(value, "to_string") and hasattr(value, "expr"):
+            name = getattr(value, "name", None) or type(value).__name__
+            raise ValueError(
+                f"a pipeline variable ({name}): the compiler's settings decide the program the job runs and how it "
+                "compiles, so they must be known when the estimator is built; choose the value in Python (one "
+                "estimator per choice)"
+            )
+        return value
+
     @field_validator("batch_size", mode="before")
     @classmethod
     def _check_batch_size(cls, value: Any) -> Any:
@@ -328,6 +344,31 @@ class TrainingCompilerConfig(BaseModel):
     def __bool__(self) -> bool:
         return self.enabled
 
+    @classmethod
+    def validate(cls, estimator: Any) -> None:  # type: ignore[override]  # pydantic's deprecated validate(value)
+        """SDK v2's ``TrainingCompilerConfig.validate(estimator)``: check a ``sagemaker_tc`` estimator's
+        settings against its ``compiler_config`` (the checks it ran when it was built, on its attributes
+        as they are now), raising what the estimator raises and warning as SDK v2 did (several hosts
+        without ``distribution``, Debugger/Profiler overhead). Returns None.
+
+        Raises:
+            ConfigError: ``estimator`` is not a ``sagemaker_tc`` estimator (to build a config from a
+                dict, use ``TrainingCompilerConfig(**values)``); see
+                ``sagemaker_tc.sdk.compiler_checks.validate`` for the rest.
+        """
+        check = getattr(estimator, "_validate_compiler", None)
+        if not callable(check):
+            hint = (
+                ": to build a config from a dict, use TrainingCompilerConfig(**values)"
+                if isinstance(estimator, dict)
+                else ""
+            )
+            raise ConfigError(
+                "TrainingCompilerConfig.validate(estimator) checks a sagemaker_tc HuggingFace or PyTorch estimator, "
+                f"got {type(estimator).__module__}.{type(estimator).__qualname__}{hint}"
+            )
+        check()
+
     @model_validator(mode="after")
     def _warn_contradictions(self) -> TrainingCompilerConfig:
         config_rules.warn_contradictions(self)  # a field that does nothing with the others: ConfigWarning
@@ -350,6 +391,50 @@ class TrainingCompilerConfig(BaseModel):
         return cls(**data)
 
 
+# SMTC's own config class, which sagemaker-core still ships (SDK v2's sagemaker.training_compiler.config).
+SMTC_CONFIG_CLASSES = (
+    ("sagemaker.core.training_compiler_config", "TrainingCompilerConfig"),
+    ("sagemaker.training_compiler.config", "TrainingCompilerConfig"),
+)
+
+
+def _is_smtc_config(value: Any) -> bool:
+    return any((klass.__module__, klass.__qualname__) in SMTC_CONFIG_CLASSES for klass in type(value).__mro__)
+
+
+def _from_smtc_config(value: Any, argument: str) -> TrainingCompilerConfig:
+    """SMTC's ``TrainingCompilerConfig(enabled, debug)`` as ours, carrying both (logged once).
+
+    Raises:
+        ConfigError: ``enabled`` or ``debug`` is not a bool (a pipeline variable among them: whether
+            the job compiles must be known when the step is defined).
+    """
+    fields = {"enabled": getattr(value, "enabled", True), "debug": getattr(value, "debug", False)}
+    for name, field in fields.items():
+        if not isinstance(field, bool):
+            variable = getattr(field, "name", None) if hasattr(field, "to_string") else None
+            what = (
+                f"a pipeline variable ({variable or type(field).__name__})"
+                if hasattr(field, "to_string")
+                else f"{field!r}"
+            )
+            raise ConfigError(
+                f"{argument}: SMTC's TrainingCompilerConfig({name}=...) is {what}; sagemaker-tc takes True or False "
+                "there: whether the job compiles decides the program the job runs, so it must be known when the "
+                "estimator is built (choose the step's estimator with a Python value instead)"
+            )
+    converted = TrainingCompilerConfig(**fields)
+    logger.info(
+        "%s: SMTC's %s.TrainingCompilerConfig(enabled=%s, debug=%s) taken as sagemaker_tc.TrainingCompilerConfig(%s)",
+        argument,
+        type(value).__module__,
+        fields["enabled"],
+        fields["debug"],
+        ", ".join(f"{name}={field}" for name, field in fields.items()),
+    )
+    return converted
+
+
 def checked_config(value: Any, *, argument: str = "compiler_config") -> TrainingCompilerConfig | None:
     """``value`` where a config enters the SDK (the estimators, ``ModelTrainer``, ``compile_model``):
     None, or a :class:`TrainingCompilerConfig` that passes its own validators. pydantic's
@@ -360,8 +445,12 @@ def checked_config(value: Any, *, argument: str = "compiler_config") -> Training
         value: the argument as given.
         argument: its name, for the message.
 
+    SMTC's own ``TrainingCompilerConfig(enabled, debug)`` (which sagemaker-core still ships as
+    ``sagemaker.core.training_compiler_config``) is taken as ``TrainingCompilerConfig(enabled=...,
+    debug=...)``, with a log line.
+
     Returns:
-        ``value`` itself.
+        ``value`` itself (SMTC's: the config it becomes).
 
     Raises:
         ConfigError: ``value`` is another type (a dict: build ``TrainingCompilerConfig(**it)``), or
@@ -369,6 +458,8 @@ def checked_config(value: Any, *, argument: str = "compiler_config") -> Training
     """
     if value is None:
         return None
+    if _is_smtc_config(value):
+        return _from_smtc_config(value, argument)
     if not isinstance(value, TrainingCompilerConfig):
         hint = f": pass TrainingCompilerConfig(**{argument}) instead of the dict" if isinstance(value, dict) else ""
         raise ConfigError(

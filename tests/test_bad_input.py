@@ -99,7 +99,12 @@ def test_bad_arguments_are_refused_at_construction(make, tmp_path, overrides, er
 
 def test_every_unsupported_argument_is_named_at_once_with_what_to_do(make):
     with pytest.raises(EstimatorArgumentError) as raised:
-        make(instance_groups=[], git_config={}, instance_typ="ml.g5.xlarge", tensorflow_version="2.11")
+        make(
+            instance_groups=[{"InstanceGroupName": "a"}],
+            git_config={"repo": "r"},
+            instance_typ="ml.g5.xlarge",
+            tensorflow_version="2.11",
+        )
     message = str(raised.value)
     assert message.startswith(
         "HuggingFace does not take 4 of the arguments given: instance_groups (heterogeneous clusters are not supported"

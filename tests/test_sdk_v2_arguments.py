@@ -392,7 +392,11 @@ def test_sdk_v2_positional_order(source_dir):
 def test_refused_sdk_v2_arguments_still_say_what_to_do(source_dir):
     with pytest.raises(EstimatorArgumentError) as raised:
         HuggingFace(
-            "echo.py", source_dir=str(source_dir), instance_type="local_process", git_config={}, tags={"a": "b"}
+            "echo.py",
+            source_dir=str(source_dir),
+            instance_type="local_process",
+            git_config={"repo": "r"},
+            tags={"a": "b"},
         )
     message = str(raised.value)
     assert "does not take 1 of the arguments given: git_config (check the repository out locally" in message

@@ -80,7 +80,7 @@ def check_limit(argument: str, shape_name: str, value: Any) -> Any:
     """
     problem = limit_problem(shape_name, value)
     if problem is not None:
-        raise EstimatorArgumentError(
-            f"{argument}={value!r} is not accepted by CreateTrainingJob ({shape_name}): {problem}"
-        )
+        # a list is named by its length (the problem is how many entries), not echoed entry by entry
+        shown = f"{argument} (a list of {len(value)})" if isinstance(value, (list, tuple)) else f"{argument}={value!r}"
+        raise EstimatorArgumentError(f"{shown} is not accepted by CreateTrainingJob ({shape_name}): {problem}")
     return value

@@ -138,12 +138,19 @@ def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, Instan
             "a pipeline parameter instance_type needs a default_value such as 'ml.g5.2xlarge' "
             "(it picks the training image)"
         )
+    count_variable = isinstance(instance_count, PipelineVariable)
+    instance_count = _count_checked_by_default(instance_count)
     kind = classify_instance(checked, instance_count)
     if kind is InstanceKind.LOCAL_PROCESS and instance_count > MAX_LOCAL_PROCESS_HOSTS:
         raise UnsupportedInstanceTypeError(
             f"instance_count={instance_count} with instance_type='local_process' would start {instance_count} "
             f"training processes on this machine; local_process runs at most {MAX_LOCAL_PROCESS_HOSTS} hosts (it is "
             "for trying a multi-host job): use ml.* instances for more"
+        )
+    if count_variable and kind not in CLOUD_KINDS:
+        raise UnsupportedInstanceTypeError(
+            f"instance_count is a pipeline variable, and instance_type {checked!r} is not a SageMaker instance type: "
+            "pipelines run SageMaker training jobs (ml.* instance types)"
         )
     if is_parameter and kind not in CLOUD_KINDS:
         raise UnsupportedInstanceTypeError(
@@ -153,13 +160,34 @@ def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, Instan
     return checked, kind
 
 
-def check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
-    """Return ``config`` if it is None or a :class:`~sagemaker_tc.config.TrainingCompilerConfig` that
-    passes its own validators (:func:`~sagemaker_tc.config.checked_config`).
+def _count_checked_by_default(instance_count: Any) -> Any:
+    """A pipeline variable ``instance_count`` as its ``default_value`` (what is checked), else as given.
 
     Raises:
-        ConfigError: any other object, e.g. SMTC's ``sagemaker.huggingface.TrainingCompilerConfig``,
-            or a config built around its validators (``model_copy(update={"backend": "bogus"})``).
+        UnsupportedInstanceTypeError: a pipeline variable without an integer default (a step's
+            property has none: the host count must be checkable when the step is defined).
+    """
+    if not isinstance(instance_count, PipelineVariable):
+        return instance_count
+    default = getattr(instance_count, "default_value", None)
+    if not isinstance(default, int) or isinstance(default, bool):
+        name = getattr(instance_count, "name", type(instance_count).__name__)
+        raise UnsupportedInstanceTypeError(
+            f"instance_count is a pipeline variable ({name}) without an integer default_value: it is checked by its "
+            "default when the step is defined (give ParameterInteger(name=..., default_value=1))"
+        )
+    return default
+
+
+def check_compiler_config(config: Any) -> TrainingCompilerConfig | None:
+    """Return ``config`` if it is None or a :class:`~sagemaker_tc.config.TrainingCompilerConfig` that
+    passes its own validators (:func:`~sagemaker_tc.config.checked_config`); SMTC's own class
+    (sagemaker-core's ``sagemaker.core.training_compiler_config``) becomes ours with its ``enabled``
+    and ``debug``.
+
+    Raises:
+        ConfigError: any other object, a config built around its validators
+            (``model_copy(update={"backend": "bogus"})``), or SMTC's with a pipeline variable.
     """
     return checked_config(config, argument="compiler_config")
 
@@ -333,10 +361,20 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
 
 def check_max_run(max_run: Any) -> int:
     """``max_run``: the job's time limit, seconds (SageMaker's StoppingCondition.MaxRuntimeInSeconds).
+    A pipeline variable is checked by its ``default_value`` (which is returned).
 
     Raises:
-        EstimatorArgumentError: not a positive integer, or more than SageMaker's 28 days.
+        EstimatorArgumentError: not a positive integer, or more than SageMaker's 28 days; a pipeline
+            variable without an integer default.
     """
+    if isinstance(max_run, PipelineVariable):
+        default = getattr(max_run, "default_value", None)
+        if not isinstance(default, int) or isinstance(default, bool):
+            raise EstimatorArgumentError(
+                f"max_run is a pipeline variable ({getattr(max_run, 'name', type(max_run).__name__)}) without an "
+                "integer default_value: it is checked by its default when the step is defined"
+            )
+        max_run = default
     if not isinstance(max_run, int) or isinstance(max_run, bool) or max_run < 1:
         raise EstimatorArgumentError(f"max_run must be a positive number of seconds, got {max_run!r}")
     if max_run > MAX_RUN_SECONDS:
@@ -562,9 +600,9 @@ _LOG_TYPES = {"All": True, "Training": True, "Rules": True, "None": False}
 _EXPERIMENT_FIELDS = ("ExperimentName", "TrialName", "TrialComponentDisplayName", "RunName")
 
 
-def check_logs(logs: Any) -> bool:
-    """``fit(logs=...)`` as a flag: True, ``"All"``, ``"Training"``, ``"Rules"`` show the log;
-    False, None, ``"None"`` do not.
+def check_logs(logs: Any, *, call: str = "fit") -> bool:
+    """``fit(logs=...)`` (or ``wait(logs=...)``, named by ``call``) as a flag: True, ``"All"``,
+    ``"Training"``, ``"Rules"`` show the log; False, None, ``"None"`` do not.
 
     Raises:
         EstimatorArgumentError: any other value.
@@ -574,7 +612,7 @@ def check_logs(logs: Any) -> bool:
     if isinstance(logs, str) and logs in _LOG_TYPES:
         return _LOG_TYPES[logs]
     raise EstimatorArgumentError(
-        f"fit(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
+        f"{call}(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
     )
 
 

@@ -43,17 +43,45 @@ def logs_for_job(
         sys.stdout.flush()
 
 
+def describe_training_job(session: SageMakerSession, job_name: str) -> dict[str, Any]:
+    """SDK v2's ``Session.describe_training_job``: DescribeTrainingJob's answer for ``job_name``."""
+    return session.sagemaker_client.describe_training_job(TrainingJobName=job_name)
+
+
+def wait_for_job(session: SageMakerSession, job: str, poll: int = 5) -> dict[str, Any]:
+    """SDK v2's ``Session.wait_for_job``: block until the training job ``job`` ends, without its log;
+    returns its description.
+
+    Raises:
+        TrainingJobFailedError: the job failed, or was stopped at its ``max_run`` (SDK v2 raised
+            its ``UnexpectedStatusException`` there).
+    """
+    CloudJob(job_name=job, session=session).wait(logs=False, poll_seconds=poll)
+    return describe_training_job(session, job)
+
+
+# SDK v2's Session methods notebooks call after fit(), which sagemaker-core's Session has not.
+SDK_V2_SESSION_METHODS = {
+    "logs_for_job": logs_for_job,
+    "describe_training_job": describe_training_job,
+    "wait_for_job": wait_for_job,
+}
+
+
 @functools.cache
 def _session_class():
     """The session class estimators default to, made on first use (sagemaker-core's session is imported lazily)."""
     from sagemaker.core.helper.session_helper import Session as CoreSession
 
     class Session(CoreSession):
-        """A sagemaker-core ``Session`` with SDK v2's ``logs_for_job``, the session estimators
-        default to (SDK v2 notebooks call ``estimator.sagemaker_session.logs_for_job(...)``,
-        ``.upload_data(...)``, ``.default_bucket()``, ``.sagemaker_client``)."""
+        """A sagemaker-core ``Session`` with SDK v2's ``logs_for_job``, ``describe_training_job`` and
+        ``wait_for_job``, the session estimators default to (SDK v2 notebooks call
+        ``estimator.sagemaker_session.logs_for_job(...)``, ``.upload_data(...)``, ``.default_bucket()``,
+        ``.sagemaker_client``)."""
 
         logs_for_job = logs_for_job
+        describe_training_job = describe_training_job
+        wait_for_job = wait_for_job
 
     return Session
 
@@ -61,7 +89,8 @@ def _session_class():
 def resolve_session(sagemaker_session: SageMakerSession | None = None):
     """A sagemaker-core ``Session``: the one given, one wrapping a given ``boto3.Session``, or a new one
     from the default AWS configuration (region, credentials, ``AWS_ENDPOINT_URL``); each has SDK v2's
-    ``logs_for_job`` (a given session without it gets it as an attribute, nothing else changed).
+    ``logs_for_job``, ``describe_training_job`` and ``wait_for_job`` (a given session without them
+    gets them as attributes, nothing else changed).
 
     Raises:
         EstimatorArgumentError: ``sagemaker_session`` is neither of those."""
@@ -70,8 +99,9 @@ def resolve_session(sagemaker_session: SageMakerSession | None = None):
     if sagemaker_session is None:
         return _session_class()()
     if isinstance(sagemaker_session, Session):
-        if not hasattr(sagemaker_session, "logs_for_job"):  # the user's own session (a PipelineSession too)
-            sagemaker_session.logs_for_job = types.MethodType(logs_for_job, sagemaker_session)
+        for name, method in SDK_V2_SESSION_METHODS.items():  # the user's own session (a PipelineSession too)
+            if not hasattr(sagemaker_session, name):
+                setattr(sagemaker_session, name, types.MethodType(method, sagemaker_session))
         return sagemaker_session
     if hasattr(sagemaker_session, "client") and hasattr(sagemaker_session, "region_name"):  # a boto3.Session
         return _session_class()(boto_session=sagemaker_session)
@@ -138,6 +168,14 @@ class CloudJob:
         """S3 URI of ``model.tar.gz`` once the job ended with one, else None."""
         return self.describe().get("ModelArtifacts", {}).get("S3ModelArtifacts")
 
+    def rule_job_summary(self) -> list[dict[str, Any]]:
+        """SDK v2's: the job's Debugger and profiler rule evaluations as DescribeTrainingJob lists
+        them (``DebugRuleEvaluationStatuses`` then ``ProfilerRuleEvaluationStatuses``; empty without rules)."""
+        described = self.describe()
+        return list(described.get("DebugRuleEvaluationStatuses", [])) + list(
+            described.get("ProfilerRuleEvaluationStatuses", [])
+        )
+
     def stop(self) -> None:
         """``StopTrainingJob`` through sagemaker-core: SageMaker sends SIGTERM to the job's processes,
         waits 120 seconds, then stops them; the job goes ``Stopping``, then ``Stopped``, keeping its
@@ -183,19 +221,24 @@ class CloudJob:
                 token = page["nextForwardToken"]
         return "".join(line if line.endswith("\n") else f"{line}\n" for line in lines)
 
-    def wait(self, *, logs: bool = True, poll_seconds: int = 5) -> str | None:
-        """Block until the job ends; stream its CloudWatch log when ``logs``.
+    def wait(self, logs: bool | str = True, *, poll_seconds: int = 5) -> str | None:
+        """Block until the job ends; stream its CloudWatch log when ``logs`` (True, or SDK v2's
+        ``"All"``, ``"Training"``, ``"Rules"``; False, None or ``"None"`` for no log).
 
         Returns:
             The S3 URI of ``model.tar.gz``.
 
         Raises:
+            EstimatorArgumentError: a ``logs`` value ``fit()`` would refuse (before any AWS call).
             TrainingJobFailedError: the job ended ``Failed``, or ``Stopped`` at its ``max_run``
                 (``MaxRuntimeExceeded``); carries its FailureReason. A job stopped with :meth:`stop`
                 raises nothing.
         """
         from sagemaker.core.utils.exceptions import FailedStatusError
 
+        from sagemaker_tc.sdk.arguments import check_logs
+
+        logs = check_logs(logs, call="wait")
         job = self._resource()
         try:
             job.wait(poll=poll_seconds, logs=logs)

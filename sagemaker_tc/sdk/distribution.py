@@ -17,6 +17,8 @@ from sagemaker_tc.warn import warn_user
 _REFUSED = {
     "smdistributed": "SageMaker's distributed-training libraries (smdistributed) are not compatible with the "
     "compiler (as with SMTC); use {'torch_distributed': {'enabled': True}} (DDP/FSDP2 under torchrun)",
+    "pytorchddp": "SDK v2's mpirun-launched PyTorch DDP is replaced by {'torch_distributed': {'enabled': True}} "
+    "(the same DDP, launched by torchrun, which the compiler runs)",
     "mpi": "MPI launching is not supported with the compiler; use {'torch_distributed': {'enabled': True}}",
     "parameter_server": "parameter servers are a TensorFlow strategy; use {'torch_distributed': {'enabled': True}}",
     "multi_worker_mirrored_strategy": "a TensorFlow strategy; use {'torch_distributed': {'enabled': True}}",

@@ -20,7 +20,7 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import arguments, cloud
+from sagemaker_tc.sdk import after_fit, arguments, cloud, compiler_checks, config_defaults
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import (
     CLOUD_KINDS,
@@ -49,7 +49,13 @@ from sagemaker_tc.sdk.request import (
     script_mode_hyperparameters,
 )
 from sagemaker_tc.sdk.settings_request import apply_settings
-from sagemaker_tc.sdk.signature import HUGGINGFACE_ORDER, PYTORCH_ORDER, bind_positional, check_unsupported
+from sagemaker_tc.sdk.signature import (
+    HUGGINGFACE_ORDER,
+    PYTORCH_ORDER,
+    bind_positional,
+    check_unsupported,
+    drop_unasked,
+)
 from sagemaker_tc.sdk.source import resolve_source
 
 __all__ = ["COMPILER_METRIC_DEFINITIONS", "DEFAULT_MAX_RUN_SECONDS", "DEFAULT_OUTPUT_PATH", "HuggingFace", "PyTorch"]
@@ -86,6 +92,10 @@ class _FrameworkEstimator:
     limits and reach the request as SDK v2 sends them (:mod:`sagemaker_tc.sdk.settings_request`);
     in local modes the cloud-only ones are logged once and not applied.
 
+    The SageMaker configuration file's defaults fill what is not given, as SDK v2 applied them
+    (:mod:`sagemaker_tc.sdk.config_defaults`): on SageMaker the role, VPC, KMS keys, network
+    isolation, inter-container encryption, environment and (appended) tags; locally the environment.
+
     ``allow_symlinks_outside_source_dir=True`` ships what symbolic links in ``source_dir`` point to
     even outside it; by default such a link is a ``SourceLinkError`` (:mod:`sagemaker_tc.sdk.source_tree`).
 
@@ -103,12 +113,16 @@ class _FrameworkEstimator:
             versions that match no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`);
             with the compiler on, an ``image_uri`` that is an AWS DLC of PyTorch < 2.7 (SMTC's
             ``*-trcomp-training`` images among them) or not of PyTorch.
-        ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig``.
+        ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig`` (SMTC's
+            ``sagemaker.core.training_compiler_config.TrainingCompilerConfig`` is taken as one).
     """
 
     _default_base_job_name = "training"
     _attached_job: str | None = None  # the job's name, for an estimator made by attach()
     _attached_hyperparameters: dict[str, str] | None = None
+    _current_job_name: str | None = None  # SDK v2's: the name of the latest job fit() started
+    _latest_request: TrainingJobRequest | None = None  # the latest SageMaker job's request as fit() sent it
+    _filled_output_path: str | None = None  # the default output_path fit() filled in (none was given)
     _version_arguments: tuple[str, ...] = ()  # the framework's version arguments (each class names them)
     _framework = "pytorch"  # the image table the training image comes from
 
@@ -138,7 +152,9 @@ class _FrameworkEstimator:
         **unsupported: Any,
     ) -> None:
         given_settings = {name: unsupported.pop(name) for name in list(unsupported) if name in SETTING_NAMES}
+        drop_unasked(unsupported)  # SDK v2's defaults spelled out (dependencies=[], git_config=None) ask for nothing
         check_unsupported(type(self).__name__, unsupported, self._accepted_arguments())
+        self.dependencies, self.git_config, self.instance_groups = [], None, None  # SDK v2's attributes
         arguments.check_types(
             source_dir=source_dir,
             output_path=None if is_pipeline_variable(output_path) else output_path,
@@ -151,6 +167,14 @@ class _FrameworkEstimator:
             **self._versions(),
         )
         self._checked_instance_type, self._kind = arguments.check_instance(instance_type, instance_count)
+        role, environment, given_settings = config_defaults.apply(  # the SageMaker config file's defaults
+            config_defaults.load(sagemaker_session),
+            cloud=self.is_cloud,
+            instance_type=self._checked_instance_type,
+            role=role,
+            environment=environment,
+            settings=given_settings,
+        )
         self.instance_type, self.instance_count = instance_type, instance_count
         outside = arguments.check_flag("allow_symlinks_outside_source_dir", allow_symlinks_outside_source_dir)
         self.source = resolve_source(entry_point, source_dir, allow_outside_links=outside)
@@ -171,6 +195,8 @@ class _FrameworkEstimator:
         arguments.check_entry_point_language(self.source, entry_point, self.compiler_enabled)
         self._distribution_hyperparameters = distribution_hyperparameters(distribution)
         self.distribution = distribution
+        if self.compiler_enabled:  # SDK v2's validate() warned too
+            compiler_checks.warn_hosts_without_distribution(instance_count, bool(self._distribution_hyperparameters))
         self._user_hyperparameters = encode_hyperparameters(hyperparameters)
         variables = [name for name, value in self._user_hyperparameters.items() if is_pipeline_variable(value)]
         if variables and not self.is_cloud:
@@ -178,7 +204,7 @@ class _FrameworkEstimator:
                 f"hyperparameters {', '.join(variables)}: pipeline variables; pipelines run SageMaker "
                 "training jobs (ml.* instance types)"
             )
-        self.environment = arguments.check_environment(environment, cloud=self.is_cloud)
+        self.environment = self._checked_environment(environment)
         if self._kind is InstanceKind.LOCAL_PROCESS:
             arguments.check_local_process_path(self.environment, os.environ.get("PATH"))
             local_process.check_environment_limits(self.environment)
@@ -199,7 +225,7 @@ class _FrameworkEstimator:
         self.settings = check_job_settings(
             given_settings,
             cloud=self.is_cloud,
-            max_run=self.max_run,
+            max_run=self._checked_max_run,
             # local_process syncs checkpoints with a local folder (sdk/local/checkpoints.py): not "SageMaker only"
             checkpoint_s3_uri=None
             if self._kind is InstanceKind.LOCAL_PROCESS and is_synced_locally(checkpoint_s3_uri)
@@ -218,6 +244,31 @@ class _FrameworkEstimator:
         self._sagemaker_session = sagemaker_session
         self.latest_training_job: LocalJob | cloud.CloudJob | None = None
 
+    def _checked_environment(self, environment: Any) -> dict[str, Any]:
+        """``environment`` checked (:func:`~sagemaker_tc.sdk.arguments.check_environment`); a pipeline
+        variable value (SDK v2 took one) is checked by its ``default_value`` (``""`` without one) and
+        carried as a reference into the step.
+
+        Raises:
+            EstimatorArgumentError: what ``check_environment`` refuses; a pipeline variable in a local mode.
+        """
+        variables = {}
+        if isinstance(environment, Mapping):
+            variables = {name: value for name, value in environment.items() if is_pipeline_variable(value)}
+        if variables and not self.is_cloud:
+            raise EstimatorArgumentError(
+                f"environment {', '.join(map(str, variables))}: pipeline variables; pipelines run SageMaker training "
+                "jobs (ml.* instance types)"
+            )
+        if not variables:
+            return arguments.check_environment(environment, cloud=self.is_cloud)
+        defaults = {
+            name: (getattr(variables[name], "default_value", None) or "") if name in variables else value
+            for name, value in environment.items()
+        }
+        checked = arguments.check_environment({name: str(value) for name, value in defaults.items()}, cloud=True)
+        return {name: variables.get(name, value) for name, value in checked.items()}
+
     def _check_job_settings(self, output_path, base_job_name, metrics, max_run, volume_size) -> None:
         """Check and keep where the job writes, its name, its metrics and its limits."""
         if is_pipeline_variable(output_path):  # SDK v2 took one: checked by its default, sent as a reference
@@ -233,7 +284,12 @@ class _FrameworkEstimator:
         make_job_name(self.base_job_name)  # fail now on a bad base name
         self._metrics = metrics
         self._metric_shapes()  # fail now on bad regexes
-        self.max_run = arguments.check_max_run(max_run)
+        self._checked_max_run = arguments.check_max_run(max_run)  # a pipeline variable: its default
+        self.max_run = max_run if is_pipeline_variable(max_run) else self._checked_max_run
+        if is_pipeline_variable(max_run) and not self.is_cloud:
+            raise EstimatorArgumentError(
+                "max_run is a pipeline variable: pipelines run SageMaker training jobs (ml.* instance types)"
+            )
         self.volume_size = arguments.check_volume_size(volume_size)
         if self.is_cloud:  # CreateTrainingJob's VolumeSizeInGB is at least 1 (local modes only record it)
             check_limit("volume_size", "VolumeSizeInGB", self.volume_size)
@@ -273,6 +329,10 @@ class _FrameworkEstimator:
             UnsupportedImageError: no stock DLC image for the versions, Python and instance type.
         """
         return self.image_uri or self._image_uri(region)
+
+    def _validate_compiler(self) -> None:
+        """What ``TrainingCompilerConfig.validate(self)`` runs (:func:`sagemaker_tc.sdk.compiler_checks.validate`)."""
+        compiler_checks.validate(self)
 
     @property
     def compiler_enabled(self) -> bool:
@@ -418,6 +478,7 @@ class _FrameworkEstimator:
             return self._fit_cloud(inputs, wait=wait, logs=logs, job_name=job_name)
         run = self._run_in_docker if self._kind is InstanceKind.LOCAL_DOCKER else self._run_in_process
         self.latest_training_job = run(inputs, wait=wait, logs=logs, job_name=job_name)
+        self._current_job_name = self.latest_training_job.job_name
         if wait:
             self.latest_training_job.wait(logs=False)
         return None
@@ -461,12 +522,17 @@ class _FrameworkEstimator:
         (:mod:`~sagemaker_tc.sdk.modes.training_job`) resolves where it runs, the estimator builds the
         request, the mode uploads the code and starts the job (or hands the request to the step)."""
         channels = estimator_channels(self, inputs, cloud=True)
+        # the path an earlier fit() filled in is still "none given": the default is resolved again
+        given_output = None if self.output_path == self._filled_output_path else self.output_path
         job = training_job.CloudArguments(
             role=self.role,
             session=self.sagemaker_session,
             instance_type=self.instance_type,
+            instance_count=self.instance_count,
+            max_run=self.max_run,
+            environment=self.environment,
             hyperparameters=self.hyperparameters(),
-            output_path=self.output_path,
+            output_path=given_output,
             base_job_name=self.base_job_name,
             code_location=self.code_location,
             settings=self.settings,
@@ -482,11 +548,15 @@ class _FrameworkEstimator:
             output_path=target.output_path,
             region=target.region,
         )
+        self._current_job_name = target.job_name
+        if given_output is None:  # SDK v2 filled output_path with the default bucket's path it used
+            self.output_path = self._filled_output_path = target.output_path
         if target.in_pipeline:
             # Building a pipeline definition: the step reads the request back from session.context.
             pipeline.hand_over(request, job, target)
             return
         self.latest_training_job = training_job.start(request, job, target)
+        self._latest_request = request
         if wait:
             self.latest_training_job.wait(logs=logs)
 
@@ -508,19 +578,20 @@ class _FrameworkEstimator:
         """The training image the cloud job uses (``image_uri``, or the stock DLC resolved at ``fit()``)."""
         return self.image_uri
 
-    def wait(self, logs: bool = True) -> None:
+    def wait(self, logs: bool | str = True) -> None:
         """Wait for the latest job started with ``fit(wait=False)`` (a SageMaker job, or a local
         one: ``local_process``, ``local``, ``local_gpu``). ``model_data`` reads the job, so waiting
-        through ``latest_training_job.wait()`` or boto3's waiter sets it too.
+        through ``latest_training_job.wait()`` or boto3's waiter sets it too. ``logs`` takes what
+        ``fit(logs=...)`` takes (SDK v2's ``"All"``, ``"None"``, ...).
 
         Raises:
-            EstimatorArgumentError: no job was started.
+            EstimatorArgumentError: no job was started; a ``logs`` value ``fit()`` would refuse.
             TrainingJobFailedError: the job failed, or was stopped at its ``max_run`` (carries its
                 FailureReason); a job stopped with ``latest_training_job.stop()`` raises nothing.
         """
         if self.latest_training_job is None:
             raise EstimatorArgumentError("no training job to wait for: call fit(..., wait=False) first")
-        self.latest_training_job.wait(logs=logs)
+        self.latest_training_job.wait(logs=arguments.check_logs(logs, call="wait"))
 
     def logs(self) -> None:
         """Show the latest job's log on stdout and follow it until the job ends (SDK v2's ``estimator.logs()``).
@@ -578,6 +649,56 @@ class _FrameworkEstimator:
             EstimatorArgumentError: always; the message shows the way to deploy.
         """
         raise EstimatorArgumentError(_DEPLOY_HELP.format(method="create_model"))
+
+    def register(self, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's ``register()`` (the Model Registry): refused, with the sagemaker-core call that does it.
+
+        Raises:
+            EstimatorArgumentError: always; the message shows the way to register ``model_data``.
+        """
+        raise EstimatorArgumentError(after_fit.REGISTER_HELP)
+
+    def compile_model(self, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's ``compile_model()`` (SageMaker Neo, for inference): refused, with the way to do it.
+
+        Raises:
+            EstimatorArgumentError: always; the message says what to use instead.
+        """
+        raise EstimatorArgumentError(after_fit.COMPILE_MODEL_HELP)
+
+    @property
+    def training_job_analytics(self):
+        """SDK v2's: sagemaker-core's ``TrainingJobAnalytics`` for the latest SageMaker job (its
+        CloudWatch metrics, ``.dataframe()``); see :func:`~sagemaker_tc.sdk.after_fit.training_job_analytics`.
+
+        Raises:
+            EstimatorArgumentError: no job yet, or a local one (no CloudWatch metrics).
+        """
+        return after_fit.training_job_analytics(self)
+
+    def latest_job_debugger_artifacts_path(self) -> str | None:
+        """SDK v2's: ``<DebugHookConfig S3 path>/<job name>/debug-output`` of the latest job, or None.
+
+        Raises:
+            EstimatorArgumentError: no job was started or attached.
+        """
+        return after_fit.artifacts_path(self, "debugger")
+
+    def latest_job_tensorboard_artifacts_path(self) -> str | None:
+        """SDK v2's: ``<TensorBoardOutputConfig S3 path>/<job name>/tensorboard-output``, or None.
+
+        Raises:
+            EstimatorArgumentError: no job was started or attached.
+        """
+        return after_fit.artifacts_path(self, "tensorboard")
+
+    def latest_job_profiler_artifacts_path(self) -> str | None:
+        """SDK v2's: ``<ProfilerConfig S3 path>/<job name>/rule-output`` of the latest job, or None.
+
+        Raises:
+            EstimatorArgumentError: no job was started or attached.
+        """
+        return after_fit.artifacts_path(self, "profiler")
 
     @classmethod
     def attach(cls, training_job_name: str, sagemaker_session: cloud.SageMakerSession | None = None):

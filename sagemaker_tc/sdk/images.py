@@ -305,10 +305,36 @@ def dlc_accounts() -> frozenset[str]:
     return frozenset().union(*(_registries(image_uris.config_for_framework(name)) for name in _DLC_TABLES))
 
 
+# SMTC's images by their repository's name, in any registry (an AWS DLC account, a private ECR mirror,
+# the pre-release account an SMTC notebook used): "[...]/huggingface-pytorch-trcomp-training:<tag>".
+_SMTC_IMAGE_RE = re.compile(r"(?:^|/)(?P<repository>[a-z0-9._-]*-trcomp-training):(?P<tag>[^@\s/:]+)$")
+
+
+def _refuse_smtc_image(uri: Any, argument: str, hint: str) -> None:
+    """Refuse SMTC's ``*-trcomp-training`` images wherever they are mirrored (PyTorch <= 1.13, Python 3.8/3.9).
+
+    Raises:
+        UnsupportedImageError: ``uri`` names one.
+    """
+    match = _SMTC_IMAGE_RE.search(uri) if isinstance(uri, str) else None
+    if match is None:
+        return
+    version = _TAG_VERSION_RE.match(match.group("tag"))
+    if "tensorflow" in match.group("repository"):
+        carries = "is a TensorFlow image"
+    else:
+        carries = f"carries PyTorch {version['major']}.{version['minor']}" if version else "carries PyTorch < 2"
+    raise UnsupportedImageError(
+        f"{argument} {uri!r} {carries}: it is SMTC's Training Compiler image ({match.group('repository')}), and "
+        f"sagemaker-tc compiles with TorchInductor and needs PyTorch >= {_MIN_TEXT}; {hint}"
+    )
+
+
 def check_training_image(uri: Any, *, argument: str = "training_image", tested_stack: bool = True) -> None:
-    """Refuse a training image we can tell cannot run the compiler: an AWS Deep Learning Container
+    """Refuse a training image we can tell cannot run the compiler: SMTC's ``*-trcomp-training``
+    images in any registry (a private mirror too), or an AWS Deep Learning Container
     (one of the accounts in sagemaker-core's tables) whose repository is TensorFlow or MXNet, or whose
-    tag starts with a PyTorch version below 2.7 (SMTC's ``*-trcomp-training`` images among them), or
+    tag starts with a PyTorch version below 2.7, or
     whose tag's torch (and a Hugging Face tag's transformers) matches no tested stack of the support
     matrix (``tested_stack``; the estimators' ``image_uri`` skips that last check, as it always did).
     Other images (your own, a pipeline parameter) are accepted as they are. Called only with the
@@ -318,14 +344,15 @@ def check_training_image(uri: Any, *, argument: str = "training_image", tested_s
         UnsupportedImageError: the image is one of those; the message names a current one, or lists
             the tested stacks.
     """
-    match = _ECR_IMAGE_RE.match(uri) if isinstance(uri, str) else None
-    if match is None or match.group("account") not in dlc_accounts():
-        return
-    repository = match.group("repository")
     hint = (
         f"use a PyTorch >= {_MIN_TEXT} training image, e.g. sagemaker.core.image_uris.retrieve(framework='pytorch', "
         "version='2.8', py_version='py312', instance_type=..., region=..., image_scope='training')"
     )
+    _refuse_smtc_image(uri, argument, hint)
+    match = _ECR_IMAGE_RE.match(uri) if isinstance(uri, str) else None
+    if match is None or match.group("account") not in dlc_accounts():
+        return
+    repository = match.group("repository")
     if any(name in repository for name in _NOT_PYTORCH):
         raise UnsupportedImageError(f"{argument} {uri!r} is not a PyTorch image: sagemaker-tc compiles PyTorch; {hint}")
     version = _TAG_VERSION_RE.match(match.group("tag"))

@@ -237,6 +237,12 @@ def _warn_cloud(settings: JobSettings, checkpoint_s3_uri: str | None) -> None:
             "set checkpoint_s3_uri and save checkpoints to /opt/ml/checkpoints to resume",
             JobSettingWarning,
         )
+    warn_debugger_overhead(settings)
+
+
+def warn_debugger_overhead(settings: JobSettings) -> None:
+    """Warn that the Debugger / Profiler settings given add overhead to compiled training (SMTC's
+    ``validate`` warned too)."""
     rules = settings.get("rules") or {}
     hooks = [name for name in ("debugger_hook_config", "profiler_config") if settings.get(name)]
     hooks += ["rules"] if any(rules.values()) else []

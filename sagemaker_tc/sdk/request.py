@@ -29,7 +29,7 @@ from sagemaker.core.utils.utils import serialize, snake_to_pascal
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError
-from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters
+from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
 from sagemaker_tc.uris import has_control_character
 
 # CreateTrainingJob: TrainingJobName matches ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}.
@@ -253,12 +253,21 @@ def build_request(
         resource_config=ResourceConfig(
             instance_type=instance_type, instance_count=instance_count, volume_size_in_gb=volume_size_gb
         ),
-        stopping_condition=StoppingCondition(max_runtime_in_seconds=max_run_seconds),
+        stopping_condition=_stopping_condition(max_run_seconds),
         role_arn=role,
         checkpoint_config=(
             CheckpointConfig(s3_uri=checkpoint_s3_uri, local_path=checkpoint_local_path) if checkpoint_s3_uri else None
         ),
     )
+
+
+def _stopping_condition(max_run_seconds: Any) -> StoppingCondition:
+    """``StoppingCondition`` with ``MaxRuntimeInSeconds``; a pipeline variable (checked by its default
+    when the estimator was built) is carried as a reference, as SDK v2 sent it: sagemaker-core's shape
+    types the field ``int``, so it is built without validation then."""
+    if is_pipeline_variable(max_run_seconds):
+        return StoppingCondition.model_construct(max_runtime_in_seconds=max_run_seconds)
+    return StoppingCondition(max_runtime_in_seconds=max_run_seconds)
 
 
 def with_submit_directory(request: TrainingJobRequest, submit_directory: str) -> TrainingJobRequest:

@@ -91,6 +91,31 @@ ADVICE = {
 }
 
 
+# SDK v2 arguments sagemaker-tc does not take, whose SDK v2 default (None) or an empty value asks for
+# nothing: a notebook that spells the default out (``dependencies=[]``, ``git_config=None``) is accepted.
+ASKS_NOTHING_WHEN_EMPTY = (
+    "instance_groups",
+    "git_config",
+    "dependencies",
+    "training_recipe",
+    "recipe_overrides",
+    "tensorflow_version",
+)
+
+
+def _asks_nothing(value: Any) -> bool:
+    return value is None or (type(value) in (list, tuple, dict) and len(value) == 0)
+
+
+def drop_unasked(unsupported: dict[str, Any]) -> list[str]:
+    """Remove from ``unsupported`` (in place) the arguments of :data:`ASKS_NOTHING_WHEN_EMPTY` given
+    as None or empty, which ask for nothing; returns their names."""
+    dropped = [name for name in ASKS_NOTHING_WHEN_EMPTY if name in unsupported and _asks_nothing(unsupported[name])]
+    for name in dropped:
+        del unsupported[name]
+    return dropped
+
+
 def _advice(name: str, accepted: Sequence[str]) -> str:
     if name in ADVICE:
         return ADVICE[name]

@@ -41,6 +41,7 @@ class CloudArguments:
         image_for_region: region -> the training image (``image_uri``, else the stock DLC).
         source: the code to ship.
         inject_launcher: ship the compiler's launcher with the code (the compiler is on).
+        instance_count, max_run, environment: as given (pipeline variables only under a ``PipelineSession``).
     """
 
     role: str | None
@@ -54,6 +55,9 @@ class CloudArguments:
     image_for_region: Callable[[str], str]
     source: SourceSpec
     inject_launcher: bool
+    instance_count: Any = 1
+    max_run: Any = None
+    environment: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,8 @@ def prepare(channels: dict[str, Any], job: CloudArguments, *, job_name: str | No
     Raises:
         ChannelNotFoundError: a file-system channel without ``subnets``.
         EstimatorArgumentError: no role or not a role ARN; a bad session; a pipeline variable
-            (instance type, input, hyperparameter, output path) outside a ``PipelineSession``.
+            (instance type, input, hyperparameter, output path, instance count, max_run) outside a
+            ``PipelineSession``.
         UnsupportedImageError: no stock DLC image for the versions (without ``image_uri``).
     """
     check_file_system_vpc(channels, job.settings.get("subnets"))
@@ -136,6 +141,10 @@ def _refuse_pipeline_variables(job: CloudArguments, channels: dict[str, Any]) ->
         f"hyperparameter {name}" for name, value in job.hyperparameters.items() if is_pipeline_variable(value)
     ]
     variables += ["output_path"] if is_pipeline_variable(job.output_path) else []
+    variables += [name for name in ("instance_count", "max_run") if is_pipeline_variable(getattr(job, name))]
+    variables += [
+        f"environment {name}" for name, value in (job.environment or {}).items() if is_pipeline_variable(value)
+    ]
     if variables:
         raise EstimatorArgumentError(
             f"{', '.join(variables)}: pipeline variables; build the step under a PipelineSession "
