@@ -203,6 +203,32 @@ class CompilerError(SagemakerTCError, RuntimeError):
     to eager. The original compiler exception is the ``__cause__``."""
 
 
+class StepBodyUnsupported(SagemakerTCError, RuntimeError):
+    """The optimizer or its settings cannot run in a captured whole step (not torch's Adam/AdamW, a
+    parameter without a fused kernel, a differentiable group): the message says which. The
+    ``Trainer``'s own step runs instead."""
+
+
+class StepBodyFailed(SagemakerTCError, RuntimeError):
+    """The whole step failed in an uncaptured warm-up step; every recording was dropped and the
+    ``Trainer``'s own steps run for the rest of the job. Its update is one fused kernel after the
+    backward, so a failure before or in it leaves the parameters as they were."""
+
+
+class CaptureFailed(SagemakerTCError, RuntimeError):
+    """Recording one bucket key's whole step as a CUDA graph failed; the step did not run, and that
+    key's steps run uncaptured from then on (``key``, ``reason``)."""
+
+    def __init__(self, key: object, reason: str) -> None:
+        super().__init__(f"recording the step for bucket {key!r} failed: {reason}")
+        self.key, self.reason = key, reason
+
+
+class GraphsInvalidated(SagemakerTCError, RuntimeError):
+    """The model changed under the recorded whole steps (parameters, ``requires_grad``, hooks,
+    training mode or a gradient tensor): every recording was dropped and is made again."""
+
+
 class CompiledBackwardError(SagemakerTCError, RuntimeError):
     """A compile plan's compiled backward failed in ``loss.backward()`` (a kernel error, out of memory,
     a gradient-checkpoint recompute), where no eager rerun of the same call is possible. The plan has

@@ -15,11 +15,10 @@ from sagemaker_tc.compiler.captured_step import (
     WARM_UP_STEPS,
     CallReplay,
     CapturedStep,
-    CaptureFailed,
-    GraphsInvalidated,
     bucket_key,
 )
-from sagemaker_tc.compiler.step_body import StepBody, StepBodyUnsupported
+from sagemaker_tc.compiler.step_body import StepBody
+from sagemaker_tc.errors import CaptureFailed, GraphsInvalidated, StepBodyUnsupported
 from sagemaker_tc.integrations.captured_trainer import fingerprint
 
 STEPS = 8
@@ -187,7 +186,7 @@ class FailingBody(CallReplay):
 
 
 def test_a_warm_up_that_fails_drops_every_recording_and_says_why():
-    from sagemaker_tc.compiler.captured_step import StepBodyFailed
+    from sagemaker_tc.errors import StepBodyFailed
 
     model = _model()
     with pytest.raises(StepBodyFailed, match="expected scalar type Float"):

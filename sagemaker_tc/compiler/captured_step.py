@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler.failures import error_summary
 from sagemaker_tc.compiler.step_body import StepBody
+from sagemaker_tc.errors import CaptureFailed, GraphsInvalidated, StepBodyFailed
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
@@ -125,24 +126,6 @@ def graph_backend_for(device: str) -> GraphBackend | None:
     """The graph backend for a device type: :class:`CudaGraphs` on ``"cuda"``, else None (no
     recording: the step runs as the ``Trainer`` runs it)."""
     return CudaGraphs() if device == "cuda" else None
-
-
-class CaptureFailed(Exception):
-    """Recording a key's step failed; the step did not run (``key``, ``reason``)."""
-
-    def __init__(self, key: Hashable, reason: str) -> None:
-        super().__init__(f"recording the step for bucket {key!r} failed: {reason}")
-        self.key, self.reason = key, reason
-
-
-class StepBodyFailed(Exception):
-    """The whole step failed uncaptured (a warm-up step); every recording was dropped. Its
-    update is one fused kernel after the backward, so a failure before or in it leaves the
-    parameters as they were."""
-
-
-class GraphsInvalidated(Exception):
-    """The model changed under the recordings (the fingerprint differs); they were dropped."""
 
 
 def bucket_key(inputs: Mapping[str, Any]) -> tuple | None:

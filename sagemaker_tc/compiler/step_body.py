@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sagemaker_tc import _internals
+from sagemaker_tc.errors import StepBodyUnsupported
 
 SUPPORTED_OPTIMIZERS = ("Adam", "AdamW")
 
@@ -39,10 +40,6 @@ def learning_rate_dtype(device: Any) -> Any:
     import torch
 
     return torch.float32 if torch.device(device).type == "cuda" else torch.float64
-
-
-class StepBodyUnsupported(Exception):
-    """The optimizer or its settings cannot run in a captured step; ``str()`` says which and why."""
 
 
 def unsupported_reason(optimizer: Any) -> str | None:

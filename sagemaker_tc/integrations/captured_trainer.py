@@ -33,17 +33,10 @@ from collections.abc import Callable
 from typing import Any
 
 from sagemaker_tc import _hf_internals, _internals
-from sagemaker_tc.compiler.captured_step import (
-    CaptureCounts,
-    CapturedStep,
-    CaptureFailed,
-    GraphBackend,
-    GraphsInvalidated,
-    StepBodyFailed,
-    bucket_key,
-)
+from sagemaker_tc.compiler.captured_step import CaptureCounts, CapturedStep, GraphBackend, bucket_key
 from sagemaker_tc.compiler.optimizers import unwrap
-from sagemaker_tc.compiler.step_body import StepBody, StepBodyUnsupported, unsupported_reason
+from sagemaker_tc.compiler.step_body import StepBody, unsupported_reason
+from sagemaker_tc.errors import CaptureFailed, GraphsInvalidated, StepBodyFailed, StepBodyUnsupported
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
