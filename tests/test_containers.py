@@ -208,14 +208,18 @@ def test_smtc_era_request_runs_the_users_trainer_script_under_the_compiler(tmp_p
 
 
 @pytest.mark.slow
-def test_sagemaker_tc_job_runs_unchanged_and_plain_jobs_stay_plain(tmp_path, source_dir, capsys):
+def test_sagemaker_tc_job_runs_unchanged_and_plain_jobs_stay_plain(tmp_path, source_dir, capsys, monkeypatch):
     """A job from a sagemaker_tc estimator (its program is the injected launcher) runs as it is,
-    here through local_process with the image's environment; a job with no compiler key is the DLC's."""
+    here through local_process with the image's environment (set in the process, as the image's
+    Dockerfile sets it: a user's ``environment=`` may not name the toolkit's module); a job with no
+    compiler key is the DLC's."""
+    for name, value in IMAGE_ENV.items():
+        monkeypatch.setenv(name, value)
     estimator = PyTorch(
         "echo.py",
         source_dir=str(source_dir),
         instance_type="local_process",
-        environment={**IMAGE_ENV, "PYTHONPATH": str(CONTAINERS / "entry")},
+        environment={"PYTHONPATH": str(CONTAINERS / "entry")},
         compiler_config=TrainingCompilerConfig(backend="eager"),
         output_path=str(tmp_path / "out"),
     )

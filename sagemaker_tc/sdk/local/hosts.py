@@ -205,6 +205,7 @@ def _wait_for_hosts(
             if stopping.finished(processes, job_dirs, exit_codes):
                 return exit_codes
         elif len(exit_codes) == len(processes):
+            _remove_scratch(job_dirs)  # every process ended: what a killed leftover could not remove
             return exit_codes
         elif stop_others_at is not None and now > stop_others_at:
             for host, process in processes.items():

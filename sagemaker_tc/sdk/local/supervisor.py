@@ -10,7 +10,9 @@ the job started ends with it, however it was started (a ``Popen`` child, a daemo
 - when the host's command exits, SIGKILLs every process still below it (as the container's end
   does), says so in the job's log, and exits with the command's exit status;
 - on SIGTERM (the job is being stopped: :mod:`~sagemaker_tc.sdk.local.stop` signals every process
-  group of the host) waits, as the command does, for the end of the grace period;
+  group of the host) waits, as the command does, for the end of the grace period: when the command
+  (the toolkit) ends first, the processes it leaves (a script still saving its checkpoint) get the
+  rest of the grace before SIGKILL;
 - when the process that started the job (the one that called ``fit()``) dies, stops the job itself
   (SIGTERM to every process below it, the job's grace period, SIGKILL) and exits: a job never runs on
   unsupervised (``PR_SET_PDEATHSIG``, and its parent's PID checked as it waits).
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -135,12 +138,16 @@ def exit_like(status: int) -> None:
 
 def supervise(parent: int, grace_s: float, command: list[str]) -> None:
     """Run ``command`` under this process until it ends (module docstring); then exit as it did."""
-    state = {"parent_gone": False}
+    state: dict[str, Any] = {"parent_gone": False, "stop_deadline": None}
 
     def on_parent_death(signum: int, frame: object) -> None:
         state["parent_gone"] = os.getppid() != parent
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: None)  # a stop: the caller keeps the grace period
+    def on_stop(signum: int, frame: object) -> None:  # a stop: the caller keeps the grace period
+        if state["stop_deadline"] is None:
+            state["stop_deadline"] = time.monotonic() + grace_s
+
+    signal.signal(signal.SIGTERM, on_stop)
     signal.signal(PARENT_DEATH_SIGNAL, on_parent_death)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL)
@@ -155,11 +162,14 @@ def supervise(parent: int, grace_s: float, command: list[str]) -> None:
         if child.pid in ended:
             left = descendants(os.getpid())
             if left:
+                # stopping: the script may still be saving (the toolkit can end first); the grace holds
+                deadline = state["stop_deadline"]
                 say(
                     f"the training process ended; ending the {len(left)} process(es) it left running "
                     f"(PIDs {', '.join(map(str, left))}), as a SageMaker container's end does"
+                    + (" (after the stop's grace period, or when they end)" if deadline is not None else "")
                 )
-                end_the_rest()
+                end_the_rest(deadline)
             exit_like(ended[child.pid])
         time.sleep(POLL_S)
 
