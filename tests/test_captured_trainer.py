@@ -39,15 +39,18 @@ def _dataset(tokenizer) -> list[dict]:
     return [{**{k: v[i] for k, v in encoded.items()}, "labels": int(r["label"])} for i, r in enumerate(rows)]
 
 
-def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), **trainer_args):
+def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), dropout=0.1, compiled=True, **trainer_args):
     """Train the tiny BERT 2 epochs under plan="step" with ``backend`` recording the whole step (None:
-    the Trainer's own step); returns the log history, final parameters, FLOP count and session report."""
+    the Trainer's own step; ``compiled=False``: eager, no session); returns the log history, final
+    parameters, FLOP count and session report."""
+    from contextlib import nullcontext
+
     from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments
 
     torch._dynamo.reset()  # each run compiles from the same start (no graphs of the other run's shapes)
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir))
     torch.manual_seed(0)
-    model = tiny_bert(hidden_dropout_prob=0.1)
+    model = tiny_bert(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     config = TrainingCompilerConfig(plan="step", baseline_steps=0, buckets=[16, 32, 48])
     session = CompilerSession(config)
     session.graph_backend_for = lambda device: backend
@@ -58,18 +61,18 @@ def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), **trainer_args):
         per_device_train_batch_size=8,
         num_train_epochs=2,
         learning_rate=1e-3,
-        warmup_steps=3,
         save_strategy="no",
         report_to=[],
         seed=7,
         use_cpu=True,
         dataloader_drop_last=False,
-        **{"logging_steps": 1, **trainer_args},
+        **{"logging_steps": 1, "warmup_steps": 3, **trainer_args},
     )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the Trainer's own CPU run is bitwise repeatable on one thread only
-    with session:
-        install(session)
+    with session if compiled else nullcontext():
+        if compiled:
+            install(session)
         trainer = Trainer(
             model=model,
             args=args,
@@ -81,7 +84,7 @@ def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), **trainer_args):
             trainer.train()
         finally:
             torch.set_num_threads(threads)
-        report = session.report()
+        report = session.report() if compiled else {}
     params = [p.detach().clone() for p in model.parameters()]
     logs = [
         {k: v for k, v in entry.items() if k in ("loss", "grad_norm", "learning_rate")}
@@ -90,13 +93,14 @@ def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), **trainer_args):
     return logs, params, trainer.state.total_flos, report
 
 
-def test_whole_step_replays_give_the_trainers_own_results_bit_for_bit(tmp_path, tiny_bert_dir):
+def test_whole_step_replays_give_the_trainers_own_results_bit_for_bit(tmp_path, tiny_bert_dir, recwarn):
     backend = CountingReplay()
     ours = _train(tmp_path / "captured", tiny_bert_dir, backend)
     theirs = _train(tmp_path / "trainer", tiny_bert_dir, None)
     assert ours[0] == theirs[0]  # loss, grad_norm and learning rate at every step
     assert all(torch.equal(a, b) for a, b in zip(ours[1], theirs[1], strict=True))
     assert ours[2] == theirs[2]  # total_flos from the cached parameter count
+    assert not [w for w in recwarn if "optimizer.step()" in str(w.message)]  # no scheduler warning
     section = ours[3]["captured_step"]
     assert section["on"] and section["backend"] == "call-replay"
     assert section["recordings"] == backend.calls["capture"] >= 1
@@ -107,6 +111,24 @@ def test_whole_step_replays_give_the_trainers_own_results_bit_for_bit(tmp_path, 
     assert section["warm_up_steps"] + section["replays"] == 14 - 3
     assert section["capture_failures"] == [] and section["invalidations"] == []
     assert "captured_step" not in theirs[3]
+
+
+def test_whole_step_replays_stay_within_1e_4_of_eager_for_20_steps(tmp_path, tiny_bert_dir):
+    """Dropout off, fp32, a learning rate that changes every step (warm-up then linear decay): the
+    captured run's logged losses stay within 1e-4 (relative) of an eager Trainer's."""
+    backend = CountingReplay()
+    common = {"dropout": 0.0, "max_steps": 20, "warmup_steps": 4}
+    ours = _train(tmp_path / "captured", tiny_bert_dir, backend, **common)
+    eager = _train(tmp_path / "eager", tiny_bert_dir, None, compiled=False, **common)
+    losses = [entry["loss"] for entry in ours[0] if "loss" in entry]
+    reference = [entry["loss"] for entry in eager[0] if "loss" in entry]
+    rates = [entry["learning_rate"] for entry in ours[0] if "learning_rate" in entry]
+    assert len(losses) == len(reference) == 20
+    assert all(a != b for a, b in zip(rates, rates[1:], strict=False))  # a new learning rate at every step
+    assert rates == [entry["learning_rate"] for entry in eager[0] if "learning_rate" in entry]
+    for step, (a, b) in enumerate(zip(losses, reference, strict=True)):
+        assert abs(a - b) <= 1e-4 * abs(b), f"step {step + 1}: {a} vs eager {b}"
+    assert ours[3]["captured_step"]["replays"] >= 10
 
 
 def _bare_trainer(tmp_path, trainer_class=None, **trainer_args):

@@ -225,7 +225,10 @@ class TrainerCapture:
         self._patch(trainer.accelerator, "clip_grad_norm_", self._clip)
         accelerated = trainer.optimizer
         original_step = accelerated.step
-        self._patch(accelerated, "step", functools.partial(self._optimizer_step, original_step))
+        replacement = functools.partial(self._optimizer_step, original_step)
+        if _internals.is_lr_scheduler_step_wrapper(original_step):  # else the scheduler warns of an override
+            _internals.keep_lr_scheduler_tracking(replacement, unwrap(accelerated))
+        self._patch(accelerated, "step", replacement)
         self._patch(model, "zero_grad", functools.partial(self._zero_grad, model.zero_grad))
         if hasattr(model, "num_parameters"):
             self._patch(model, "num_parameters", functools.partial(self._num_parameters, model.num_parameters))
