@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagemaker_tc.compiler.cache_store import CacheStore
 from sagemaker_tc.errors import CacheLocationError
 from sagemaker_tc.paths import write_atomic
 
@@ -136,73 +137,6 @@ def environment() -> dict[str, Any]:
 def environment_key(env: dict[str, Any]) -> str:
     """16 hex digits of the sha256 of ``env`` (sorted JSON)."""
     return hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# -- storage ---------------------------------------------------------------------------------------
-class _Store:
-    """Bytes at relative names under a local folder or an S3 prefix."""
-
-    def __init__(self, uri: str) -> None:
-        self.uri = uri.rstrip("/")
-        self.s3 = uri.startswith("s3://")
-        if self.s3:
-            import boto3
-
-            bucket, _, prefix = self.uri[len("s3://") :].partition("/")
-            self.bucket, self.prefix = bucket, prefix
-            self.client = boto3.client("s3")
-        else:
-            self.root = Path(uri).expanduser()
-
-    def _s3_key(self, name: str) -> str:
-        return f"{self.prefix}/{name}" if self.prefix else name
-
-    def _local(self, name: str) -> Path | None:
-        """``root / name`` when it stays in the cache folder: no part of it a link (an entry folder
-        linked elsewhere would have the cache write there), nothing resolving outside; else None."""
-        path = self.root / name
-        if any(part.is_symlink() for part in (path, *path.parents) if part != self.root and self.root in part.parents):
-            return None
-        root = self.root.resolve()
-        resolved = path.resolve()
-        return path if resolved == root or root in resolved.parents else None
-
-    def read(self, name: str) -> bytes | None:
-        if self.s3:
-            try:
-                return self.client.get_object(Bucket=self.bucket, Key=self._s3_key(name))["Body"].read()
-            except self.client.exceptions.NoSuchKey:
-                return None
-        path = self._local(name)
-        return path.read_bytes() if path is not None and path.is_file() else None
-
-    def write(self, name: str, data: bytes) -> None:
-        """Write ``data`` at ``name`` atomically (S3 puts are atomic; local files go through a
-        temporary file and ``os.replace``)."""
-        if self.s3:
-            self.client.put_object(Bucket=self.bucket, Key=self._s3_key(name), Body=data)
-            return
-        path = self._local(name)
-        if path is None:
-            raise CacheLocationError(f"{name} is not a file of the cache folder {self.root} (a link leads elsewhere)")
-        write_atomic(path, data)
-
-    def delete(self, name: str) -> None:
-        if self.s3:
-            self.client.delete_object(Bucket=self.bucket, Key=self._s3_key(name))
-        elif (path := self._local(name)) is not None:
-            path.unlink(missing_ok=True)
-
-    def keys(self) -> list[str]:
-        """Environment keys present (folders / prefixes holding a ``meta.json``)."""
-        if self.s3:
-            prefix = f"{self.prefix}/" if self.prefix else ""
-            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-            names = [item["Key"][len(prefix) :] for page in pages for item in page.get("Contents", [])]
-            return sorted({n.split("/")[0] for n in names if n.endswith(f"/{META_NAME}")})
-        if not self.root.is_dir():
-            return []
-        return sorted(p.parent.name for p in self.root.glob(f"*/{META_NAME}") if not p.parent.is_symlink())
 
 
 def compiler_wrote(relative: Path) -> bool:
@@ -394,10 +328,10 @@ class CompileCache:
         started = time.perf_counter()
         outcome = CacheOutcome(state="cold", uri=self.uri, key=self.key, environment=self.env)
         try:
-            store = _Store(self.uri)
+            store = CacheStore(self.uri)
             meta_bytes = store.read(f"{self.key}/{META_NAME}")
             if meta_bytes is None:
-                others = [k for k in store.keys() if k != self.key]
+                others = [k for k in store.keys(META_NAME) if k != self.key]
                 outcome.reason = (
                     f"stale: the cache holds entries only for other environments ({self._describe(store, others)})"
                     if others
@@ -430,7 +364,7 @@ class CompileCache:
         compiled."""
         self._loaded_files = _files(self.inductor_dir)
 
-    def _restore(self, store: _Store, meta: dict[str, Any], outcome: CacheOutcome) -> None:
+    def _restore(self, store: CacheStore, meta: dict[str, Any], outcome: CacheOutcome) -> None:
         name = archive_name(meta)
         if name is None:
             outcome.reason = "corrupt: meta.json names no archive of the form inductor-<16 hex>.tar.gz in its folder"
@@ -460,7 +394,7 @@ class CompileCache:
             self._foreign -= restored
             _write_foreign(self.inductor_dir, self._foreign)
 
-    def _describe(self, store: _Store, keys: list[str]) -> str:
+    def _describe(self, store: CacheStore, keys: list[str]) -> str:
         parts = []
         for key in keys[:3]:
             try:
@@ -482,7 +416,7 @@ class CompileCache:
             logger.info("Compile cache not saved: %s", outcome.reason)
             return outcome
         try:
-            store = _Store(self.uri)
+            store = CacheStore(self.uri)
             archive = _archive(self.inductor_dir, names)
             digest = hashlib.sha256(archive).hexdigest()
             name = f"inductor-{digest[:16]}.tar.gz"
