@@ -197,6 +197,39 @@ def test_s3_cache_round_trip_through_moto(aws, tmp_path):
     assert CompileCache("s3://no-such-bucket/x", tmp_path / "t2").load().state == "cold"
 
 
+def test_an_s3_cache_larger_than_one_part_goes_up_in_parts_and_round_trips(aws, tmp_path, monkeypatch):
+    """An archive over the transfer's part size goes up as a multipart upload (boto3's managed
+    transfer; S3 gives such an object an ETag ending in ``-<parts>``) and comes back whole."""
+    import random
+
+    import boto3
+
+    from sagemaker_tc.compiler import cache_store
+
+    monkeypatch.setattr(cache_store, "PART_BYTES", 5 << 20)  # S3's smallest part
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="compile-cache")
+    source = tmp_path / "source"
+    first = CompileCache("s3://compile-cache/team", source)
+    assert first.load().reason.startswith("empty")
+    kernel = random.Random(0).randbytes(11 << 20)  # random bytes: gzip leaves the archive ~11 MiB, 3 parts
+    fill(source, {"fxgraph/entry": "graph"})
+    (source / "ab").mkdir()
+    (source / "ab" / "kernel.so").write_bytes(kernel)
+    saved = first.save()
+    assert saved.state == "saved" and saved.saved_bytes > 2 * (5 << 20)
+    meta = json.loads(s3.get_object(Bucket="compile-cache", Key=f"team/{first.key}/{META_NAME}")["Body"].read())
+    head = s3.head_object(Bucket="compile-cache", Key=f"team/{first.key}/{meta['archive']}")
+    assert head["ContentLength"] == meta["bytes"] == saved.saved_bytes
+    assert head["ETag"].strip('"').endswith("-3")  # three parts of at most 5 MiB, not one PutObject
+
+    target = tmp_path / "target"
+    outcome = CompileCache("s3://compile-cache/team", target).load()
+    assert (outcome.state, outcome.files, outcome.bytes) == ("warm", 2, saved.saved_bytes)
+    assert (target / "ab" / "kernel.so").read_bytes() == kernel
+    assert (target / "fxgraph" / "entry").read_text() == "graph"
+
+
 def run_job(tmp_path, name, channels, tiny_bert_dir, cache_uri):
     estimator = PyTorch(
         "ddp_loop.py",

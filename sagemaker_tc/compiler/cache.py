@@ -26,7 +26,10 @@ with a warning (the job compiles cold), never an error. A restore is all or noth
 must hold only regular files of the compiler's kinds (no link, no path leaving the folder), as many
 as ``meta.json``'s ``files`` says, and at most :func:`restore_limit` bytes (100 times the archive,
 plus 1 MiB, at most 32 GiB); it is extracted into a staging folder beside the Inductor folder and
-moved in when whole, and a move that fails puts everything back as it was.
+moved in when whole, and a move that fails puts everything back as it was. The archive is written
+to, and fetched into, an unnamed temporary file beside the Inductor folder and streamed through the
+store (:mod:`sagemaker_tc.compiler.cache_store`: on S3 boto3's managed, multipart transfer): it is
+never held whole in memory.
 
 The launcher loads the cache once per host before any rank starts, and global rank 0 saves it when
 its script has ended (:mod:`sagemaker_tc.compiler.job_cache`), so ranks never write it concurrently.
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import io
 import json
 import logging
 import platform
@@ -49,7 +51,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sagemaker_tc.compiler.cache_store import CacheStore
 from sagemaker_tc.errors import CacheLocationError
@@ -203,12 +205,23 @@ def archive_name(meta: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and _ARCHIVE_NAME_RE.match(name) else None
 
 
-def _archive(folder: Path, names: set[str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+def _archive(folder: Path, names: set[str], into: BinaryIO) -> None:
+    """Write the gzipped tar of ``folder``'s files ``names`` (relative paths) into ``into``."""
+    with tarfile.open(fileobj=into, mode="w:gz") as tar:
         for name in sorted(names):
             tar.add(folder / name, arcname=name, recursive=False)
-    return buffer.getvalue()
+
+
+def _digest(file: BinaryIO) -> tuple[str, int]:
+    """The sha256 (hex) and size (bytes) of ``file``'s whole content, read in 1 MiB chunks; leaves
+    ``file`` at its start."""
+    file.seek(0)
+    digest, size = hashlib.sha256(), 0
+    while chunk := file.read(1 << 20):
+        digest.update(chunk)
+        size += len(chunk)
+    file.seek(0)
+    return digest.hexdigest(), size
 
 
 RESTORE_RATIO = 100
@@ -224,17 +237,19 @@ def restore_limit(archive_bytes: int) -> int:
     return min(RESTORE_CAP, RESTORE_RATIO * archive_bytes + RESTORE_SLACK)
 
 
-def _checked_members(archive: bytes, meta: dict[str, Any]) -> tuple[list[tarfile.TarInfo], str | None]:
+def _checked_members(archive: BinaryIO, size: int, meta: dict[str, Any]) -> tuple[list[tarfile.TarInfo], str | None]:
     """The archive's files to restore, and None; or ``([], problem)`` when it is not all the
     compiler's regular files (a link, a device, a path leaving the folder, a hidden or foreign
     name), holds another number of files than ``meta.json``'s ``files``, or is larger than
-    :func:`restore_limit`. Folders in the archive are left out (the files' folders are made)."""
+    :func:`restore_limit` of its ``size`` (bytes). Reads ``archive`` from its start; folders in the
+    archive are left out (the files' folders are made)."""
     count = meta.get("files")
     if type(count) is not int or count < 0:
         return [], f"is named by a meta.json whose files is {str(count)[:40]!r}, not a count of files"
     files: list[tarfile.TarInfo] = []
-    total, limit = 0, restore_limit(len(archive))
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+    total, limit = 0, restore_limit(size)
+    archive.seek(0)
+    with tarfile.open(fileobj=archive, mode="r:gz") as tar:
         for member in tar:  # stops at the first problem: a bomb is never read to its end
             if member.isdir():
                 continue
@@ -246,7 +261,7 @@ def _checked_members(archive: bytes, meta: dict[str, Any]) -> tuple[list[tarfile
             files.append(member)
             total += member.size
             if total > limit:
-                return [], f"would restore {total} bytes or more, over the limit of {limit} for {len(archive)} bytes"
+                return [], f"would restore {total} bytes or more, over the limit of {limit} for {size} bytes"
             if len(files) > count:
                 break
     names = {member.name for member in files}
@@ -365,34 +380,45 @@ class CompileCache:
         self._loaded_files = _files(self.inductor_dir)
 
     def _restore(self, store: CacheStore, meta: dict[str, Any], outcome: CacheOutcome) -> None:
+        """Restore the archive ``meta`` names, all or nothing (the module docstring's checks), or set
+        ``outcome.reason`` and restore nothing. The archive is streamed into an unnamed temporary
+        file beside the Inductor folder, never held in memory."""
         name = archive_name(meta)
         if name is None:
             outcome.reason = "corrupt: meta.json names no archive of the form inductor-<16 hex>.tar.gz in its folder"
             return
-        archive = store.read(f"{self.key}/{name}")
-        if archive is None:
-            outcome.reason = f"corrupt: {name} named by meta.json is missing"
-            return
-        if hashlib.sha256(archive).hexdigest() != meta.get("sha256"):
-            outcome.reason = f"corrupt: {name} does not match its sha256 in meta.json"
-            return
-        members, problem = _checked_members(archive, meta)
-        if problem is not None:
-            outcome.reason = f"corrupt: {name} {problem}"
-            return
-        self.inductor_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="restore-", dir=self.inductor_dir.parent))
-        try:
-            with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-                tar.extractall(staging / "new", members=members, filter="data")
-            _move_in(staging, self.inductor_dir, [member.name for member in members if member.isfile()])
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        outcome.state, outcome.files, outcome.bytes = "warm", meta["files"], len(archive)
+        self.inductor_dir.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=self.inductor_dir.parent) as archive:
+            if not store.download(f"{self.key}/{name}", archive):
+                outcome.reason = f"corrupt: {name} named by meta.json is missing"
+                return
+            digest, size = _digest(archive)
+            if digest != meta.get("sha256"):
+                outcome.reason = f"corrupt: {name} does not match its sha256 in meta.json"
+                return
+            members, problem = _checked_members(archive, size, meta)
+            if problem is not None:
+                outcome.reason = f"corrupt: {name} {problem}"
+                return
+            self._extract(archive, members)
+        outcome.state, outcome.files, outcome.bytes = "warm", meta["files"], size
         restored = {str(path.relative_to(self.inductor_dir)) for path in self.inductor_dir.rglob("*")}
         if self._foreign & restored:  # the cache's own files now, whatever lay at their paths before
             self._foreign -= restored
             _write_foreign(self.inductor_dir, self._foreign)
+
+    def _extract(self, archive: BinaryIO, members: list[tarfile.TarInfo]) -> None:
+        """Extract the checked ``members`` of ``archive`` into a staging folder beside the Inductor
+        folder and move them in, all or none (:func:`_move_in`)."""
+        self.inductor_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="restore-", dir=self.inductor_dir.parent))
+        try:
+            archive.seek(0)
+            with tarfile.open(fileobj=archive, mode="r:gz") as tar:
+                tar.extractall(staging / "new", members=members, filter="data")
+            _move_in(staging, self.inductor_dir, [member.name for member in members if member.isfile()])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def _describe(self, store: CacheStore, keys: list[str]) -> str:
         parts = []
@@ -417,16 +443,17 @@ class CompileCache:
             return outcome
         try:
             store = CacheStore(self.uri)
-            archive = _archive(self.inductor_dir, names)
-            digest = hashlib.sha256(archive).hexdigest()
-            name = f"inductor-{digest[:16]}.tar.gz"
-            old = store.read(f"{self.key}/{META_NAME}")
-            store.write(f"{self.key}/{name}", archive)
+            with tempfile.TemporaryFile(dir=self.inductor_dir.parent) as archive:  # streamed, not in memory
+                _archive(self.inductor_dir, names, archive)
+                digest, size = _digest(archive)
+                name = f"inductor-{digest[:16]}.tar.gz"
+                old = store.read(f"{self.key}/{META_NAME}")
+                store.upload(f"{self.key}/{name}", archive)
             meta = {
                 "schema": SCHEMA,
                 "archive": name,
                 "sha256": digest,
-                "bytes": len(archive),
+                "bytes": size,
                 "files": len(names),
                 "environment": self.env,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -436,8 +463,8 @@ class CompileCache:
                 previous = _previous_archive(old)
                 if previous and previous != name:
                     store.delete(f"{self.key}/{previous}")
-            outcome.files, outcome.bytes, outcome.saved_bytes = len(names), len(archive), len(archive)
-            logger.info("Compile cache saved: %d files, %d bytes to %s", len(names), len(archive), self.uri)
+            outcome.files, outcome.bytes, outcome.saved_bytes = len(names), size, size
+            logger.info("Compile cache saved: %d files, %d bytes to %s", len(names), size, self.uri)
         except Exception as error:
             outcome.state, outcome.reason = "failed", f"{type(error).__name__}: {error}"
             logger.warning("Compile cache not saved: %s (%s)", outcome.reason, self.uri)

@@ -4,15 +4,35 @@ What the bytes mean (environment keys, ``meta.json``, archives) is :mod:`sagemak
 this module only reads, writes, deletes and lists them. A local folder's files are read and written
 only inside it: a name whose path passes through a link, or resolves outside the folder, is never
 written (:class:`~sagemaker_tc.errors.CacheLocationError`) nor read. An S3 location uses the default
-boto3 credentials and region.
+boto3 credentials and region, and moves its bytes with boto3's managed transfer
+(``upload_fileobj`` / ``download_fileobj``): above :data:`PART_BYTES` in parts of that size, sent and
+fetched in parallel, each retried, streamed from and to a file without a copy in memory.
 """
 
 from __future__ import annotations
 
+import io
+import shutil
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from sagemaker_tc.errors import CacheLocationError
 from sagemaker_tc.paths import write_atomic
+
+PART_BYTES = 8 << 20
+"""S3 transfers above this many bytes go in parts of this size (boto3's default; S3's smallest part
+is 5 MiB): a 400 MB archive is 48 parts, each retried alone."""
+_CHUNK = 1 << 20
+
+
+def _transfer_config() -> Any:
+    """boto3's ``TransferConfig`` for the cache: :data:`PART_BYTES` parts, 4 at a time, a part's
+    download tried up to 5 times (each request also retried by botocore's retry mode)."""
+    from boto3.s3.transfer import TransferConfig
+
+    return TransferConfig(
+        multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES, max_concurrency=4, num_download_attempts=5
+    )
 
 
 class CacheStore:
@@ -44,25 +64,51 @@ class CacheStore:
         return path if resolved == root or root in resolved.parents else None
 
     def read(self, name: str) -> bytes | None:
-        """The bytes at ``name``; None when nothing is there (or, locally, its path leaves the folder)."""
+        """The bytes at ``name`` (a small file: held in memory); None when nothing is there (or,
+        locally, its path leaves the folder)."""
+        buffer = io.BytesIO()
+        return buffer.getvalue() if self.download(name, buffer) else None
+
+    def download(self, name: str, into: BinaryIO) -> bool:
+        """Stream the bytes at ``name`` into ``into`` (a seekable binary file, written from its
+        position); False, writing nothing, when nothing is there (or, locally, its path leaves the
+        folder). Raises what boto3 raises for anything else (``ClientError``, ``BotoCoreError``)."""
         if self.s3:
+            from botocore.exceptions import ClientError
+
             try:
-                return self.client.get_object(Bucket=self.bucket, Key=self._s3_key(name))["Body"].read()
-            except self.client.exceptions.NoSuchKey:
-                return None
+                self.client.download_fileobj(self.bucket, self._s3_key(name), into, Config=_transfer_config())
+            except ClientError as error:  # a missing key is a 404 on the transfer's HeadObject
+                if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+                    return False
+                raise
+            return True
         path = self._local(name)
-        return path.read_bytes() if path is not None and path.is_file() else None
+        if path is None or not path.is_file():
+            return False
+        with path.open("rb") as source:
+            shutil.copyfileobj(source, into, _CHUNK)
+        return True
 
     def write(self, name: str, data: bytes) -> None:
-        """Write ``data`` at ``name`` atomically (S3 puts are atomic; local files go through a
-        temporary file and ``os.replace``)."""
+        """Write ``data`` at ``name`` atomically (:meth:`upload`)."""
+        self.upload(name, io.BytesIO(data))
+
+    def upload(self, name: str, source: BinaryIO) -> None:
+        """Stream ``source`` (a binary file, read from its position to its end) to ``name``
+        atomically: an S3 object appears whole when its upload (multipart or not) completes; a local
+        file goes through a temporary file and ``os.replace``.
+
+        Raises:
+            CacheLocationError: a local ``name`` whose path passes through a link or leaves the folder.
+        """
         if self.s3:
-            self.client.put_object(Bucket=self.bucket, Key=self._s3_key(name), Body=data)
+            self.client.upload_fileobj(source, self.bucket, self._s3_key(name), Config=_transfer_config())
             return
         path = self._local(name)
         if path is None:
             raise CacheLocationError(f"{name} is not a file of the cache folder {self.root} (a link leads elsewhere)")
-        write_atomic(path, data)
+        write_atomic(path, source)
 
     def delete(self, name: str) -> None:
         """Remove ``name`` (nothing there is no error; a local path leaving the folder is left alone)."""
