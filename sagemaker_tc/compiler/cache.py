@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from sagemaker_tc.compiler import history
 from sagemaker_tc.compiler.cache_store import CacheStore
 from sagemaker_tc.errors import CacheLocationError
 from sagemaker_tc.paths import write_atomic
@@ -69,6 +70,9 @@ COMPILER_FOLDERS = frozenset(
 )
 _CODE_FOLDER_RE = re.compile(r"^[a-z0-9_]{2}$")
 _ARCHIVE_NAME_RE = re.compile(r"^inductor-[0-9a-f]{16}\.tar\.gz$")
+# What plan="auto" measured (sagemaker_tc.compiler.history), written at the folder's top by the session
+# before the save: carried in the entry with the compiler's files.
+_HISTORY = Path(history.FILENAME)
 
 
 @dataclass
@@ -143,7 +147,10 @@ def environment_key(env: dict[str, Any]) -> str:
 
 def compiler_wrote(relative: Path) -> bool:
     """True for a path (relative to ``TORCHINDUCTOR_CACHE_DIR``) of a kind the compiler writes: under
-    one of :data:`COMPILER_FOLDERS` or a two-character code folder, no part hidden, not a lock file."""
+    one of :data:`COMPILER_FOLDERS` or a two-character code folder, no part hidden, not a lock file;
+    or the plan history at the folder's top (:data:`sagemaker_tc.compiler.history.FILENAME`)."""
+    if relative == _HISTORY:
+        return True
     parts = relative.parts
     if len(parts) < 2 or any(part.startswith(".") for part in parts) or relative.name.endswith(".lock"):
         return False
@@ -334,6 +341,7 @@ class CompileCache:
         self.env = environment()
         self.key = environment_key(self.env)
         self._loaded_files: set[str] = set()
+        self._loaded_plans: set[tuple[str, str]] = set()  # the plan history's pairs when loaded
         self._foreign = _foreign_files(inductor_dir, record=users_folder)
 
     def load(self) -> CacheOutcome:
@@ -358,7 +366,7 @@ class CompileCache:
             outcome.state, outcome.files, outcome.bytes = "cold", 0, 0
             outcome.reason = f"unreadable: {type(error).__name__}: {error}"
         outcome.seconds = time.perf_counter() - started
-        self._loaded_files = _files(self.inductor_dir)
+        self.mark_loaded()
         if outcome.state == "warm":
             logger.info(
                 "Compile cache warm: %d files (%d bytes) from %s in %.2f s",
@@ -375,9 +383,10 @@ class CompileCache:
 
     def mark_loaded(self) -> None:
         """Count the folder's files now as loaded (a torchrun rank whose parent launcher loaded the
-        cache into the shared folder), so :meth:`save` stores an entry only when something new was
-        compiled."""
+        cache into the shared folder), and the plan history's measurements as known, so :meth:`save`
+        stores an entry only when something new was compiled or measured."""
         self._loaded_files = _files(self.inductor_dir)
+        self._loaded_plans = history.plans_held(self.inductor_dir)
 
     def _restore(self, store: CacheStore, meta: dict[str, Any], outcome: CacheOutcome) -> None:
         """Restore the archive ``meta`` names, all or nothing (the module docstring's checks), or set
@@ -432,13 +441,17 @@ class CompileCache:
         return "; ".join(parts) + f"; this job: torch {env['torch']}, triton {env['triton']}, {env['devices']}"
 
     def save(self) -> CacheOutcome:
-        """Store ``inductor_dir`` as this environment's entry when the job compiled anything new.
-        Never raises (a failed save is logged as a warning)."""
+        """Store ``inductor_dir`` as this environment's entry when the job compiled anything new, or
+        its plan history holds a plan (or workload) measured that the loaded one did not (a plan
+        measured again is not saved for that alone). Never raises (a failed save is logged as a
+        warning)."""
         started = time.perf_counter()
         outcome = CacheOutcome(state="saved", uri=self.uri, key=self.key, environment=self.env)
         names = _files(self.inductor_dir) - self._foreign
-        if not names or names <= self._loaded_files:
-            outcome.state, outcome.reason = "unchanged", "nothing new was compiled; the entry is kept as it was"
+        measured = history.plans_held(self.inductor_dir) - self._loaded_plans
+        if not names or (names <= self._loaded_files and not measured):
+            outcome.state = "unchanged"
+            outcome.reason = "nothing new was compiled or measured; the entry is kept as it was"
             logger.info("Compile cache not saved: %s", outcome.reason)
             return outcome
         try:
