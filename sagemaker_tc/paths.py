@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 
 def unwritable_reason(folder: str | os.PathLike) -> str | None:
@@ -32,16 +33,20 @@ def unwritable_reason(folder: str | os.PathLike) -> str | None:
     return None
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
-    """Write ``data`` (text as UTF-8) at ``path`` through a temporary file in the same folder and
-    ``os.replace``, so a reader sees the old file or the whole new one, never half of it. Makes the
-    folder. Raises ``OSError`` as the write does (the temporary file is removed)."""
+def write_atomic(path: str | os.PathLike, data: bytes | str | BinaryIO) -> None:
+    """Write ``data`` (text as UTF-8; a binary file is copied from its position to its end, in
+    chunks) at ``path`` through a temporary file in the same folder and ``os.replace``, so a reader
+    sees the old file or the whole new one, never half of it. Makes the folder. Raises ``OSError``
+    as the write does (the temporary file is removed)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
         try:
-            handle.write(payload)
+            if isinstance(payload, bytes):
+                handle.write(payload)
+            else:
+                shutil.copyfileobj(payload, handle, 1 << 20)
         except BaseException:
             handle.close()
             os.unlink(handle.name)

@@ -59,7 +59,7 @@ def test_a_plan_whose_trial_meets_more_unbucketed_shapes_than_its_budget_is_not_
 
 
 def test_padding_is_only_where_it_keeps_the_result():
-    from sagemaker_tc.compiler.shapes import padding_dims
+    from sagemaker_tc.compiler.padding import padding_dims
 
     ids = torch.ones(2, 5, dtype=torch.long)
     mask, labels = torch.ones(2, 5), torch.full((2, 5), 3)

@@ -169,6 +169,56 @@ def test_a_cache_entry_folder_that_is_a_link_is_never_written_through(tmp_path, 
     assert "a link leads elsewhere" in caplog.text
 
 
+def _workload(model="Bert"):
+    from sagemaker_tc.compiler import history
+
+    return history.WorkloadKey(model=model, parameters=10, device="cpu", world_size=1, samples_per_step=8)
+
+
+def _measured(plans):
+    return {"eager_step_seconds": 0.5, "chosen": next(iter(plans)), "plans": plans}
+
+
+def test_the_plan_history_travels_with_the_cache_entry(tmp_path):
+    """``sagemaker_tc_plans.json`` (at the Inductor folder's top, written before the save) is saved in
+    the entry and restored with it, so the next job estimates plans from what this one measured."""
+    from sagemaker_tc.compiler import history
+
+    first, second = tmp_path / "job1", tmp_path / "job2"
+    cache = CompileCache(str(tmp_path / "cache"), first)
+    cache.load()
+    fill(first, {"fxgraph/ab/entry": "graph"})
+    history.write(first, _workload(), _measured({"regional": {"compile_seconds": 3.0, "steady_step_seconds": 0.2}}))
+    assert cache.save().files == 2
+    outcome = CompileCache(str(tmp_path / "cache"), second).load()
+    assert (outcome.state, outcome.files) == ("warm", 2)
+    assert history.read(second, _workload())["plans"]["regional"]["steady_step_seconds"] == 0.2
+
+
+def test_a_warm_job_saves_again_when_it_measured_a_plan_or_workload_the_history_lacked(tmp_path):
+    """Nothing newly compiled: a history that only re-measured the same plans keeps the entry; a plan
+    (or workload) the history did not hold is saved."""
+    from sagemaker_tc.compiler import history
+
+    location, first = tmp_path / "cache", tmp_path / "job1"
+    cache = CompileCache(str(location), first)
+    cache.load()
+    fill(first, {"fxgraph/ab/entry": "graph"})
+    history.write(first, _workload(), _measured({"regional": {"compile_seconds": 3.0, "steady_step_seconds": 0.2}}))
+    cache.save()
+
+    again = tmp_path / "job2"
+    warm = CompileCache(str(location), again)
+    assert warm.load().state == "warm"
+    history.write(again, _workload(), _measured({"regional": {"compile_seconds": 0.1, "steady_step_seconds": 0.21}}))
+    assert warm.save().state == "unchanged"
+    history.write(again, _workload(), _measured({"model": {"compile_seconds": 4.0, "steady_step_seconds": 0.15}}))
+    assert warm.save().state == "saved"
+    third = tmp_path / "job3"
+    assert CompileCache(str(location), third).load().state == "warm"
+    assert sorted(history.read(third, _workload())["plans"]) == ["model", "regional"]
+
+
 def test_entries_of_other_environments_are_stale_not_loaded(tmp_path, caplog):
     other = tmp_path / "cache" / "0123456789abcdef"
     other.mkdir(parents=True)
@@ -195,6 +245,39 @@ def test_s3_cache_round_trip_through_moto(aws, tmp_path):
     assert (target / "xy/kernel.so").read_text() == "bin"
     # An unreachable bucket is a cold start, not a crash.
     assert CompileCache("s3://no-such-bucket/x", tmp_path / "t2").load().state == "cold"
+
+
+def test_an_s3_cache_larger_than_one_part_goes_up_in_parts_and_round_trips(aws, tmp_path, monkeypatch):
+    """An archive over the transfer's part size goes up as a multipart upload (boto3's managed
+    transfer; S3 gives such an object an ETag ending in ``-<parts>``) and comes back whole."""
+    import random
+
+    import boto3
+
+    from sagemaker_tc.compiler import cache_store
+
+    monkeypatch.setattr(cache_store, "PART_BYTES", 5 << 20)  # S3's smallest part
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="compile-cache")
+    source = tmp_path / "source"
+    first = CompileCache("s3://compile-cache/team", source)
+    assert first.load().reason.startswith("empty")
+    kernel = random.Random(0).randbytes(11 << 20)  # random bytes: gzip leaves the archive ~11 MiB, 3 parts
+    fill(source, {"fxgraph/entry": "graph"})
+    (source / "ab").mkdir()
+    (source / "ab" / "kernel.so").write_bytes(kernel)
+    saved = first.save()
+    assert saved.state == "saved" and saved.saved_bytes > 2 * (5 << 20)
+    meta = json.loads(s3.get_object(Bucket="compile-cache", Key=f"team/{first.key}/{META_NAME}")["Body"].read())
+    head = s3.head_object(Bucket="compile-cache", Key=f"team/{first.key}/{meta['archive']}")
+    assert head["ContentLength"] == meta["bytes"] == saved.saved_bytes
+    assert head["ETag"].strip('"').endswith("-3")  # three parts of at most 5 MiB, not one PutObject
+
+    target = tmp_path / "target"
+    outcome = CompileCache("s3://compile-cache/team", target).load()
+    assert (outcome.state, outcome.files, outcome.bytes) == ("warm", 2, saved.saved_bytes)
+    assert (target / "ab" / "kernel.so").read_bytes() == kernel
+    assert (target / "fxgraph" / "entry").read_text() == "graph"
 
 
 def run_job(tmp_path, name, channels, tiny_bert_dir, cache_uri):

@@ -26,7 +26,10 @@ with a warning (the job compiles cold), never an error. A restore is all or noth
 must hold only regular files of the compiler's kinds (no link, no path leaving the folder), as many
 as ``meta.json``'s ``files`` says, and at most :func:`restore_limit` bytes (100 times the archive,
 plus 1 MiB, at most 32 GiB); it is extracted into a staging folder beside the Inductor folder and
-moved in when whole, and a move that fails puts everything back as it was.
+moved in when whole, and a move that fails puts everything back as it was. The archive is written
+to, and fetched into, an unnamed temporary file beside the Inductor folder and streamed through the
+store (:mod:`sagemaker_tc.compiler.cache_store`: on S3 boto3's managed, multipart transfer): it is
+never held whole in memory.
 
 The launcher loads the cache once per host before any rank starts, and global rank 0 saves it when
 its script has ended (:mod:`sagemaker_tc.compiler.job_cache`), so ranks never write it concurrently.
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import io
 import json
 import logging
 import platform
@@ -49,8 +51,10 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from sagemaker_tc.compiler import history
+from sagemaker_tc.compiler.cache_store import CacheStore
 from sagemaker_tc.errors import CacheLocationError
 from sagemaker_tc.paths import write_atomic
 
@@ -66,6 +70,9 @@ COMPILER_FOLDERS = frozenset(
 )
 _CODE_FOLDER_RE = re.compile(r"^[a-z0-9_]{2}$")
 _ARCHIVE_NAME_RE = re.compile(r"^inductor-[0-9a-f]{16}\.tar\.gz$")
+# What plan="auto" measured (sagemaker_tc.compiler.history), written at the folder's top by the session
+# before the save: carried in the entry with the compiler's files.
+_HISTORY = Path(history.FILENAME)
 
 
 @dataclass
@@ -138,76 +145,12 @@ def environment_key(env: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:16]
 
 
-# -- storage ---------------------------------------------------------------------------------------
-class _Store:
-    """Bytes at relative names under a local folder or an S3 prefix."""
-
-    def __init__(self, uri: str) -> None:
-        self.uri = uri.rstrip("/")
-        self.s3 = uri.startswith("s3://")
-        if self.s3:
-            import boto3
-
-            bucket, _, prefix = self.uri[len("s3://") :].partition("/")
-            self.bucket, self.prefix = bucket, prefix
-            self.client = boto3.client("s3")
-        else:
-            self.root = Path(uri).expanduser()
-
-    def _s3_key(self, name: str) -> str:
-        return f"{self.prefix}/{name}" if self.prefix else name
-
-    def _local(self, name: str) -> Path | None:
-        """``root / name`` when it stays in the cache folder: no part of it a link (an entry folder
-        linked elsewhere would have the cache write there), nothing resolving outside; else None."""
-        path = self.root / name
-        if any(part.is_symlink() for part in (path, *path.parents) if part != self.root and self.root in part.parents):
-            return None
-        root = self.root.resolve()
-        resolved = path.resolve()
-        return path if resolved == root or root in resolved.parents else None
-
-    def read(self, name: str) -> bytes | None:
-        if self.s3:
-            try:
-                return self.client.get_object(Bucket=self.bucket, Key=self._s3_key(name))["Body"].read()
-            except self.client.exceptions.NoSuchKey:
-                return None
-        path = self._local(name)
-        return path.read_bytes() if path is not None and path.is_file() else None
-
-    def write(self, name: str, data: bytes) -> None:
-        """Write ``data`` at ``name`` atomically (S3 puts are atomic; local files go through a
-        temporary file and ``os.replace``)."""
-        if self.s3:
-            self.client.put_object(Bucket=self.bucket, Key=self._s3_key(name), Body=data)
-            return
-        path = self._local(name)
-        if path is None:
-            raise CacheLocationError(f"{name} is not a file of the cache folder {self.root} (a link leads elsewhere)")
-        write_atomic(path, data)
-
-    def delete(self, name: str) -> None:
-        if self.s3:
-            self.client.delete_object(Bucket=self.bucket, Key=self._s3_key(name))
-        elif (path := self._local(name)) is not None:
-            path.unlink(missing_ok=True)
-
-    def keys(self) -> list[str]:
-        """Environment keys present (folders / prefixes holding a ``meta.json``)."""
-        if self.s3:
-            prefix = f"{self.prefix}/" if self.prefix else ""
-            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-            names = [item["Key"][len(prefix) :] for page in pages for item in page.get("Contents", [])]
-            return sorted({n.split("/")[0] for n in names if n.endswith(f"/{META_NAME}")})
-        if not self.root.is_dir():
-            return []
-        return sorted(p.parent.name for p in self.root.glob(f"*/{META_NAME}") if not p.parent.is_symlink())
-
-
 def compiler_wrote(relative: Path) -> bool:
     """True for a path (relative to ``TORCHINDUCTOR_CACHE_DIR``) of a kind the compiler writes: under
-    one of :data:`COMPILER_FOLDERS` or a two-character code folder, no part hidden, not a lock file."""
+    one of :data:`COMPILER_FOLDERS` or a two-character code folder, no part hidden, not a lock file;
+    or the plan history at the folder's top (:data:`sagemaker_tc.compiler.history.FILENAME`)."""
+    if relative == _HISTORY:
+        return True
     parts = relative.parts
     if len(parts) < 2 or any(part.startswith(".") for part in parts) or relative.name.endswith(".lock"):
         return False
@@ -269,12 +212,23 @@ def archive_name(meta: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and _ARCHIVE_NAME_RE.match(name) else None
 
 
-def _archive(folder: Path, names: set[str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+def _archive(folder: Path, names: set[str], into: BinaryIO) -> None:
+    """Write the gzipped tar of ``folder``'s files ``names`` (relative paths) into ``into``."""
+    with tarfile.open(fileobj=into, mode="w:gz") as tar:
         for name in sorted(names):
             tar.add(folder / name, arcname=name, recursive=False)
-    return buffer.getvalue()
+
+
+def _digest(file: BinaryIO) -> tuple[str, int]:
+    """The sha256 (hex) and size (bytes) of ``file``'s whole content, read in 1 MiB chunks; leaves
+    ``file`` at its start."""
+    file.seek(0)
+    digest, size = hashlib.sha256(), 0
+    while chunk := file.read(1 << 20):
+        digest.update(chunk)
+        size += len(chunk)
+    file.seek(0)
+    return digest.hexdigest(), size
 
 
 RESTORE_RATIO = 100
@@ -290,17 +244,19 @@ def restore_limit(archive_bytes: int) -> int:
     return min(RESTORE_CAP, RESTORE_RATIO * archive_bytes + RESTORE_SLACK)
 
 
-def _checked_members(archive: bytes, meta: dict[str, Any]) -> tuple[list[tarfile.TarInfo], str | None]:
+def _checked_members(archive: BinaryIO, size: int, meta: dict[str, Any]) -> tuple[list[tarfile.TarInfo], str | None]:
     """The archive's files to restore, and None; or ``([], problem)`` when it is not all the
     compiler's regular files (a link, a device, a path leaving the folder, a hidden or foreign
     name), holds another number of files than ``meta.json``'s ``files``, or is larger than
-    :func:`restore_limit`. Folders in the archive are left out (the files' folders are made)."""
+    :func:`restore_limit` of its ``size`` (bytes). Reads ``archive`` from its start; folders in the
+    archive are left out (the files' folders are made)."""
     count = meta.get("files")
     if type(count) is not int or count < 0:
         return [], f"is named by a meta.json whose files is {str(count)[:40]!r}, not a count of files"
     files: list[tarfile.TarInfo] = []
-    total, limit = 0, restore_limit(len(archive))
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+    total, limit = 0, restore_limit(size)
+    archive.seek(0)
+    with tarfile.open(fileobj=archive, mode="r:gz") as tar:
         for member in tar:  # stops at the first problem: a bomb is never read to its end
             if member.isdir():
                 continue
@@ -312,7 +268,7 @@ def _checked_members(archive: bytes, meta: dict[str, Any]) -> tuple[list[tarfile
             files.append(member)
             total += member.size
             if total > limit:
-                return [], f"would restore {total} bytes or more, over the limit of {limit} for {len(archive)} bytes"
+                return [], f"would restore {total} bytes or more, over the limit of {limit} for {size} bytes"
             if len(files) > count:
                 break
     names = {member.name for member in files}
@@ -385,6 +341,7 @@ class CompileCache:
         self.env = environment()
         self.key = environment_key(self.env)
         self._loaded_files: set[str] = set()
+        self._loaded_plans: set[tuple[str, str]] = set()  # the plan history's pairs when loaded
         self._foreign = _foreign_files(inductor_dir, record=users_folder)
 
     def load(self) -> CacheOutcome:
@@ -394,10 +351,10 @@ class CompileCache:
         started = time.perf_counter()
         outcome = CacheOutcome(state="cold", uri=self.uri, key=self.key, environment=self.env)
         try:
-            store = _Store(self.uri)
+            store = CacheStore(self.uri)
             meta_bytes = store.read(f"{self.key}/{META_NAME}")
             if meta_bytes is None:
-                others = [k for k in store.keys() if k != self.key]
+                others = [k for k in store.keys(META_NAME) if k != self.key]
                 outcome.reason = (
                     f"stale: the cache holds entries only for other environments ({self._describe(store, others)})"
                     if others
@@ -409,7 +366,7 @@ class CompileCache:
             outcome.state, outcome.files, outcome.bytes = "cold", 0, 0
             outcome.reason = f"unreadable: {type(error).__name__}: {error}"
         outcome.seconds = time.perf_counter() - started
-        self._loaded_files = _files(self.inductor_dir)
+        self.mark_loaded()
         if outcome.state == "warm":
             logger.info(
                 "Compile cache warm: %d files (%d bytes) from %s in %.2f s",
@@ -426,41 +383,53 @@ class CompileCache:
 
     def mark_loaded(self) -> None:
         """Count the folder's files now as loaded (a torchrun rank whose parent launcher loaded the
-        cache into the shared folder), so :meth:`save` stores an entry only when something new was
-        compiled."""
+        cache into the shared folder), and the plan history's measurements as known, so :meth:`save`
+        stores an entry only when something new was compiled or measured."""
         self._loaded_files = _files(self.inductor_dir)
+        self._loaded_plans = history.plans_held(self.inductor_dir)
 
-    def _restore(self, store: _Store, meta: dict[str, Any], outcome: CacheOutcome) -> None:
+    def _restore(self, store: CacheStore, meta: dict[str, Any], outcome: CacheOutcome) -> None:
+        """Restore the archive ``meta`` names, all or nothing (the module docstring's checks), or set
+        ``outcome.reason`` and restore nothing. The archive is streamed into an unnamed temporary
+        file beside the Inductor folder, never held in memory."""
         name = archive_name(meta)
         if name is None:
             outcome.reason = "corrupt: meta.json names no archive of the form inductor-<16 hex>.tar.gz in its folder"
             return
-        archive = store.read(f"{self.key}/{name}")
-        if archive is None:
-            outcome.reason = f"corrupt: {name} named by meta.json is missing"
-            return
-        if hashlib.sha256(archive).hexdigest() != meta.get("sha256"):
-            outcome.reason = f"corrupt: {name} does not match its sha256 in meta.json"
-            return
-        members, problem = _checked_members(archive, meta)
-        if problem is not None:
-            outcome.reason = f"corrupt: {name} {problem}"
-            return
-        self.inductor_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="restore-", dir=self.inductor_dir.parent))
-        try:
-            with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-                tar.extractall(staging / "new", members=members, filter="data")
-            _move_in(staging, self.inductor_dir, [member.name for member in members if member.isfile()])
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        outcome.state, outcome.files, outcome.bytes = "warm", meta["files"], len(archive)
+        self.inductor_dir.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=self.inductor_dir.parent) as archive:
+            if not store.download(f"{self.key}/{name}", archive):
+                outcome.reason = f"corrupt: {name} named by meta.json is missing"
+                return
+            digest, size = _digest(archive)
+            if digest != meta.get("sha256"):
+                outcome.reason = f"corrupt: {name} does not match its sha256 in meta.json"
+                return
+            members, problem = _checked_members(archive, size, meta)
+            if problem is not None:
+                outcome.reason = f"corrupt: {name} {problem}"
+                return
+            self._extract(archive, members)
+        outcome.state, outcome.files, outcome.bytes = "warm", meta["files"], size
         restored = {str(path.relative_to(self.inductor_dir)) for path in self.inductor_dir.rglob("*")}
         if self._foreign & restored:  # the cache's own files now, whatever lay at their paths before
             self._foreign -= restored
             _write_foreign(self.inductor_dir, self._foreign)
 
-    def _describe(self, store: _Store, keys: list[str]) -> str:
+    def _extract(self, archive: BinaryIO, members: list[tarfile.TarInfo]) -> None:
+        """Extract the checked ``members`` of ``archive`` into a staging folder beside the Inductor
+        folder and move them in, all or none (:func:`_move_in`)."""
+        self.inductor_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="restore-", dir=self.inductor_dir.parent))
+        try:
+            archive.seek(0)
+            with tarfile.open(fileobj=archive, mode="r:gz") as tar:
+                tar.extractall(staging / "new", members=members, filter="data")
+            _move_in(staging, self.inductor_dir, [member.name for member in members if member.isfile()])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _describe(self, store: CacheStore, keys: list[str]) -> str:
         parts = []
         for key in keys[:3]:
             try:
@@ -472,27 +441,32 @@ class CompileCache:
         return "; ".join(parts) + f"; this job: torch {env['torch']}, triton {env['triton']}, {env['devices']}"
 
     def save(self) -> CacheOutcome:
-        """Store ``inductor_dir`` as this environment's entry when the job compiled anything new.
-        Never raises (a failed save is logged as a warning)."""
+        """Store ``inductor_dir`` as this environment's entry when the job compiled anything new, or
+        its plan history holds a plan (or workload) measured that the loaded one did not (a plan
+        measured again is not saved for that alone). Never raises (a failed save is logged as a
+        warning)."""
         started = time.perf_counter()
         outcome = CacheOutcome(state="saved", uri=self.uri, key=self.key, environment=self.env)
         names = _files(self.inductor_dir) - self._foreign
-        if not names or names <= self._loaded_files:
-            outcome.state, outcome.reason = "unchanged", "nothing new was compiled; the entry is kept as it was"
+        measured = history.plans_held(self.inductor_dir) - self._loaded_plans
+        if not names or (names <= self._loaded_files and not measured):
+            outcome.state = "unchanged"
+            outcome.reason = "nothing new was compiled or measured; the entry is kept as it was"
             logger.info("Compile cache not saved: %s", outcome.reason)
             return outcome
         try:
-            store = _Store(self.uri)
-            archive = _archive(self.inductor_dir, names)
-            digest = hashlib.sha256(archive).hexdigest()
-            name = f"inductor-{digest[:16]}.tar.gz"
-            old = store.read(f"{self.key}/{META_NAME}")
-            store.write(f"{self.key}/{name}", archive)
+            store = CacheStore(self.uri)
+            with tempfile.TemporaryFile(dir=self.inductor_dir.parent) as archive:  # streamed, not in memory
+                _archive(self.inductor_dir, names, archive)
+                digest, size = _digest(archive)
+                name = f"inductor-{digest[:16]}.tar.gz"
+                old = store.read(f"{self.key}/{META_NAME}")
+                store.upload(f"{self.key}/{name}", archive)
             meta = {
                 "schema": SCHEMA,
                 "archive": name,
                 "sha256": digest,
-                "bytes": len(archive),
+                "bytes": size,
                 "files": len(names),
                 "environment": self.env,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -502,8 +476,8 @@ class CompileCache:
                 previous = _previous_archive(old)
                 if previous and previous != name:
                     store.delete(f"{self.key}/{previous}")
-            outcome.files, outcome.bytes, outcome.saved_bytes = len(names), len(archive), len(archive)
-            logger.info("Compile cache saved: %d files, %d bytes to %s", len(names), len(archive), self.uri)
+            outcome.files, outcome.bytes, outcome.saved_bytes = len(names), size, size
+            logger.info("Compile cache saved: %d files, %d bytes to %s", len(names), size, self.uri)
         except Exception as error:
             outcome.state, outcome.reason = "failed", f"{type(error).__name__}: {error}"
             logger.warning("Compile cache not saved: %s (%s)", outcome.reason, self.uri)

@@ -48,8 +48,9 @@ class WorkloadKey:
         return "|".join(str(value) for value in asdict(self).values())
 
 
-def read(folder: Path | None, key: WorkloadKey) -> dict[str, Any]:
-    """The entry for ``key`` in ``folder``'s history file (empty without one; never raises)."""
+def _workloads(folder: Path | None) -> dict[str, Any]:
+    """``folder``'s history file's workloads by key text (empty without a readable file of this
+    schema; never raises)."""
     if folder is None:
         return {}
     try:
@@ -58,8 +59,26 @@ def read(folder: Path | None, key: WorkloadKey) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         return {}
-    entry = data.get("workloads", {}).get(key.text())
+    workloads = data.get("workloads")
+    return workloads if isinstance(workloads, dict) else {}
+
+
+def read(folder: Path | None, key: WorkloadKey) -> dict[str, Any]:
+    """The entry for ``key`` in ``folder``'s history file (empty without one; never raises)."""
+    entry = _workloads(folder).get(key.text())
     return entry if isinstance(entry, dict) else {}
+
+
+def plans_held(folder: Path | None) -> set[tuple[str, str]]:
+    """The ``(workload key text, plan)`` pairs ``folder``'s history file holds a measurement or a
+    failure of (empty without one; never raises): what a job added to the history, and so to the
+    compile cache, is the pairs it holds that the restored file did not."""
+    return {
+        (workload, plan)
+        for workload, entry in _workloads(folder).items()
+        if isinstance(entry, dict) and isinstance(entry.get("plans"), dict)
+        for plan in entry["plans"]
+    }
 
 
 def write(folder: Path | None, key: WorkloadKey, entry: dict[str, Any]) -> None:

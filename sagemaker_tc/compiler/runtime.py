@@ -30,6 +30,7 @@ from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls, decide, expected_graphs
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
 from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
+from sagemaker_tc.compiler.padding import trim_output
 from sagemaker_tc.compiler.plan_call import PlanFunctions, plan_functions
 from sagemaker_tc.compiler.plans import (
     PlanSlots,
@@ -42,7 +43,7 @@ from sagemaker_tc.compiler.plans import (
 from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.regions import CompiledRegions
 from sagemaker_tc.compiler.schedule import Schedule
-from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy, trim_output
+from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
@@ -426,7 +427,7 @@ class CompilerRuntime:
     # -- evaluation ---------------------------------------------------------------------------------
     def _after_model_call(self, module: Any, args: tuple, output: Any) -> Any:
         """End an evaluation call; a training call padded at the call returns its output cut back to
-        the caller's lengths (:func:`~.shapes.trim_output`): a script that reads token-level outputs
+        the caller's lengths (:func:`~.padding.trim_output`): a script that reads token-level outputs
         against its own unpadded labels sees the shapes eager gives."""
         if not module.training:
             self.evaluation.end_call()
