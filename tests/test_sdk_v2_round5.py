@@ -127,6 +127,26 @@ def test_wait_takes_sdk_v2_log_strings(aws, bucket, source_dir):
             wait(logs="Everything")
 
 
+def test_a_local_jobs_wait_takes_sdk_v2_log_strings_and_answers_rule_job_summary(make, capsys):
+    """A local_process job's handle takes what fit(logs=...) takes, as the SageMaker job's does:
+    "None" shows no log, "All" / "Rules" show it; rule_job_summary() is the empty list that the
+    SageMaker handle answers for a job without rules."""
+    estimator = make(compiler_config=None)
+    estimator.fit(None, wait=False, job_name="local-logs")
+    job = estimator.latest_training_job
+    capsys.readouterr()
+    model = job.wait(logs="None")
+    assert "algo-1 | " not in capsys.readouterr().out
+    assert job.wait(logs="All") == model == estimator.model_data
+    shown = capsys.readouterr().out
+    assert "algo-1 | " in shown
+    job.wait("Rules")
+    assert capsys.readouterr().out == shown  # the whole log again, from the start
+    with pytest.raises(EstimatorArgumentError, match=r"wait\(logs='Everything'\) is not accepted.*'All'"):
+        job.wait(logs="Everything")
+    assert job.rule_job_summary() == []
+
+
 # 4. SDK v2 members that were a bare AttributeError
 
 

@@ -171,10 +171,7 @@ class CloudJob:
     def rule_job_summary(self) -> list[dict[str, Any]]:
         """SDK v2's: the job's Debugger and profiler rule evaluations as DescribeTrainingJob lists
         them (``DebugRuleEvaluationStatuses`` then ``ProfilerRuleEvaluationStatuses``; empty without rules)."""
-        described = self.describe()
-        return list(described.get("DebugRuleEvaluationStatuses", [])) + list(
-            described.get("ProfilerRuleEvaluationStatuses", [])
-        )
+        return job_status.rule_summary(self.describe())
 
     def stop(self) -> None:
         """``StopTrainingJob`` through sagemaker-core: SageMaker sends SIGTERM to the job's processes,

@@ -9,6 +9,9 @@ reference, ``SecondaryStatusTransition``: a ``Stopped`` job's secondary status i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from sagemaker_tc.errors import MaxRuntimeExceededError, TrainingJobFailedError
 
 IN_PROGRESS = "InProgress"
@@ -36,3 +39,12 @@ def check_outcome(job_name: str, status: str, secondary_status: str | None, fail
     if status == STOPPED and secondary_status == MAX_RUNTIME_EXCEEDED:
         raise MaxRuntimeExceededError(job_name, reason)
     raise TrainingJobFailedError(job_name, reason)
+
+
+def rule_summary(described: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """SDK v2's ``rule_job_summary()`` of a DescribeTrainingJob answer: its Debugger rule evaluations
+    (``DebugRuleEvaluationStatuses``) then its profiler ones (``ProfilerRuleEvaluationStatuses``);
+    empty for a job without rules (a local job never has any)."""
+    return list(described.get("DebugRuleEvaluationStatuses", [])) + list(
+        described.get("ProfilerRuleEvaluationStatuses", [])
+    )
