@@ -150,6 +150,27 @@ def test_a_local_jobs_wait_takes_sdk_v2_log_strings_and_answers_rule_job_summary
 # 4. SDK v2 members that were a bare AttributeError
 
 
+def test_sdk_v2_attributes_read_the_settings_and_members_not_offered_are_named(make):
+    """SDK v2 kept each argument as an attribute; the ones sagemaker-tc does not offer say what to
+    use instead, and stay AttributeErrors for hasattr()."""
+    from sagemaker_tc import MemberNotOfferedError
+    from sagemaker_tc.sdk.after_fit import NOT_OFFERED
+
+    estimator = make(compiler_config=None, tags=[{"Key": "team", "Value": "a"}], max_retry_attempts=2)
+    assert estimator.tags == [{"Key": "team", "Value": "a"}] and estimator.max_retry_attempts == 2
+    assert estimator.subnets is None and estimator.use_spot_instances is None  # not given
+    assert estimator.enable_network_isolation() is False  # SDK v2's method
+    assert not hasattr(estimator, "jobs") and getattr(estimator, "no_such_member", "default") == "default"
+    for name in NOT_OFFERED:
+        with pytest.raises(MemberNotOfferedError, match=rf"HuggingFace\.{name} \(SDK v2's\) is not offered"):
+            getattr(estimator, name)
+    with pytest.raises(MemberNotOfferedError, match="TransformJob.create"):
+        estimator.transformer(1, "ml.m5.xlarge")
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_member'") as raised:
+        estimator.no_such_member  # noqa: B018
+    assert not isinstance(raised.value, MemberNotOfferedError)
+
+
 def test_artifact_paths_and_rule_summary_read_the_job(aws, bucket, source_dir):
     from sagemaker.core.debugger import rule_configs
     from sagemaker.core.debugger.debugger import ProfilerRule, Rule, TensorBoardOutputConfig
