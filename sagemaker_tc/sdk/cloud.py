@@ -227,9 +227,7 @@ class CloudJob:
         """
         from sagemaker.core.utils.exceptions import FailedStatusError
 
-        from sagemaker_tc.sdk.arguments import check_logs
-
-        logs = check_logs(logs, call="wait")
+        logs = job_status.check_logs(logs, call="wait")
         job = self._resource()
         try:
             job.wait(poll=poll_seconds, logs=logs)

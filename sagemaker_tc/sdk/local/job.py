@@ -243,9 +243,7 @@ class LocalJob:
                 the engine, as raised.
             EstimatorArgumentError: a ``logs`` value ``fit()`` would refuse (checked before waiting).
         """
-        from sagemaker_tc.sdk.arguments import check_logs
-
-        if check_logs(logs, call="wait"):
+        if job_status.check_logs(logs, call="wait"):
             for chunk in self._log.follow():
                 sys.stdout.write(chunk)
             sys.stdout.flush()
