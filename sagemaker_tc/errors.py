@@ -45,6 +45,12 @@ class SourceNotFoundError(EstimatorArgumentError):
     """``entry_point`` or ``source_dir`` names a file or folder that does not exist."""
 
 
+class MemberNotOfferedError(EstimatorArgumentError, AttributeError):
+    """An SDK v2 estimator member sagemaker-tc does not offer (``transformer()``, ``update_profiler()``,
+    ``jobs``, ...); the message says what to use instead. Also an ``AttributeError``, so ``hasattr()``
+    and ``getattr(estimator, name, default)`` answer as for any missing attribute."""
+
+
 class ChannelNotFoundError(EstimatorArgumentError):
     """A ``fit()`` input channel points to a local path that does not exist, or has a bad name."""
 

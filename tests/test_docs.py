@@ -280,3 +280,96 @@ def test_migration_page_covers_what_smtc_users_bring():
         "Found configuration for Training Compiler",
     ):
         assert topic in page, topic
+
+
+# SDK v2's (2.2xx) estimator members read after fit(): EstimatorBase's and Framework's methods and
+# properties, its _TrainingJob's, and the arguments it kept as attributes.
+SDK_V2_AFTER_FIT = (
+    "latest_training_job",
+    "wait(",
+    "logs()",
+    "model_data",
+    "training_job_analytics",
+    "latest_job_debugger_artifacts_path",
+    "latest_job_tensorboard_artifacts_path",
+    "latest_job_profiler_artifacts_path",
+    "rule_job_summary",
+    "describe()",
+    ".stop()",
+    "sagemaker_session",
+    "update_profiler",
+    "enable_default_profiling",
+    "disable_profiling",
+    "enable_network_isolation()",
+    "get_vpc_config",
+    "transformer(",
+    "prepare_workflow_for_training",
+    "hyperparameters()",
+    "set_hyperparameters",
+    "training_image_uri",
+    "uploaded_code",
+    "_current_job_name",
+    "jobs",
+    "get_remote_debug_config",
+    "enable_remote_debug",
+    "disable_remote_debug",
+    "get_app_url",
+    "get_session_chaining_config",
+    "register(",
+    "compile_model(",
+    "deploy(",
+    "create_model(",
+    "attach(",
+    "start_new",
+    "output_path",
+    "metric_definitions",
+    "code_uri",
+    "training_image_config",
+)
+# SDK v2 arguments that took a pipeline variable, and TrainingStep's own.
+SDK_V2_PIPELINE = (
+    "instance_type",
+    "instance_count",
+    "max_run",
+    "environment",
+    "hyperparameters",
+    "output_path",
+    "TrainingInput(s3_data=",
+    "role",
+    "volume_size",
+    "volume_kms_key",
+    "output_kms_key",
+    "max_wait",
+    "max_retry_attempts",
+    "use_spot_instances",
+    "subnets",
+    "checkpoint_s3_uri",
+    "model_uri",
+    "image_uri",
+    "tags",
+    "entry_point",
+    "source_dir",
+    "TrainingCompilerConfig(enabled=",
+    "display_name",
+    "cache_config",
+    "depends_on",
+    "retry_policies",
+    "estimator=",
+)
+
+
+def _section(page: str, heading: str) -> str:
+    start = page.index(heading)
+    return page[start : page.index("\n#", start + len(heading))]
+
+
+def test_migration_after_fit_and_pipelines_list_every_sdk_v2_member_and_argument():
+    from sagemaker_tc.sdk.after_fit import NOT_OFFERED
+    from sagemaker_tc.sdk.job_settings import SETTING_NAMES
+
+    page = (DOCS / "migration.md").read_text(encoding="utf-8")
+    after_fit = _section(page, "### After `fit()`")
+    wanted = {*SDK_V2_AFTER_FIT, *NOT_OFFERED, *(f".{name}" for name in SETTING_NAMES if name != "code_location")}
+    assert not sorted(name for name in wanted if name not in after_fit)
+    pipelines = _section(page, "### Pipelines")
+    assert not [name for name in SDK_V2_PIPELINE if name not in pipelines]

@@ -286,3 +286,67 @@ def test_a_process_that_crashes_at_exit_after_its_script_is_reported_as_that(tmp
     assert failure.startswith(
         "algo-1: its script finished, then the process died at exit (Fatal Python error: Aborted): training had ended"
     ), failure
+
+
+FLIGHT_RECORDER_NAMES = (
+    "TORCH_FR_BUFFER_SIZE",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT",
+    "TORCH_FR_DUMP_TEMP_FILE",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+)
+
+
+def run_script_seeing_flight_recorder(tmp_path, monkeypatch, **environ) -> dict:
+    """Run a script through the launcher (no compiler settings) with ``environ``; what it saw."""
+    for name in (*FLIGHT_RECORDER_NAMES, contract.ENV_SETTINGS, contract.ENV_FRAMEWORK_PARAMS, contract.ENV_NUM_GPUS):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(contract.ENV_LOCAL_RANK, raising=False)
+    monkeypatch.setenv(contract.ENV_OUTPUT_DATA_DIR, str(tmp_path / "data"))
+    seen = tmp_path / "seen.json"
+    script = tmp_path / "train.py"
+    names = list(FLIGHT_RECORDER_NAMES)
+    script.write_text(
+        f"import json, os\njson.dump({{n: os.environ.get(n) for n in {names!r}}}, open({str(seen)!r}, 'w'))\n"
+    )
+    with mock.patch.dict(os.environ, environ):  # the launcher sets os.environ: put it back
+        launcher.run(str(script), [])
+    return json.loads(seen.read_text())
+
+
+def test_a_cpu_job_gets_no_flight_recorder_variables(tmp_path, monkeypatch):
+    assert set(run_script_seeing_flight_recorder(tmp_path, monkeypatch).values()) == {None}
+    assert set(run_script_seeing_flight_recorder(tmp_path, monkeypatch, SM_NUM_GPUS="0").values()) == {None}
+
+
+def test_a_gpu_job_gets_torchs_flight_recorder_with_its_dump_beside_our_evidence(tmp_path, monkeypatch):
+    seen = run_script_seeing_flight_recorder(tmp_path, monkeypatch, SM_NUM_GPUS="8")
+    prefix = str(tmp_path / "data" / "flight_recorder" / "nccl_trace_rank_")
+    assert seen == {
+        "TORCH_FR_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_DUMP_TEMP_FILE": prefix,
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
+    }
+    assert (tmp_path / "data" / "flight_recorder").is_dir()  # torch writes its files there, it makes no folder
+
+
+def test_the_users_flight_recorder_values_are_kept_with_their_pair(tmp_path, monkeypatch):
+    """A user who set one name of a pair (torch 2.9+ reads the new name first) keeps it, and the
+    other name of that pair is not set behind their back."""
+    seen = run_script_seeing_flight_recorder(
+        tmp_path,
+        monkeypatch,
+        SM_NUM_GPUS="1",
+        TORCH_NCCL_TRACE_BUFFER_SIZE="0",
+        TORCH_NCCL_DUMP_ON_TIMEOUT="0",
+        TORCH_FR_DUMP_TEMP_FILE="/mine/trace_",
+    )
+    assert seen == {
+        "TORCH_FR_BUFFER_SIZE": None,
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "0",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "0",
+        "TORCH_FR_DUMP_TEMP_FILE": "/mine/trace_",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": None,
+    }

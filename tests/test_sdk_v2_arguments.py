@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -30,6 +31,17 @@ KMS_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-123456
 LAMBDA_ARN = "arn:aws:lambda:us-east-1:123456789012:function:registry-auth"
 PLAN_ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-reserved-plan"
 LOG_LEVEL = "sagemaker_container_log_level"
+# A file-system channel config with a type the API refuses (SDK v2's own class refuses it when built).
+NFS_CHANNEL = {
+    "DataSource": {
+        "FileSystemDataSource": {
+            "FileSystemId": "fs-0123456789abcdef0",
+            "FileSystemType": "NFS",
+            "DirectoryPath": "/d",
+            "FileSystemAccessMode": "ro",
+        }
+    }
+}
 
 # (SDK v2 arguments, the request fields SDK v2 sends for them). Each set is one SMTC-era notebook's.
 ARGUMENT_SETS = {
@@ -240,13 +252,25 @@ def test_a_bare_training_input_is_the_training_channel_and_sdk_v2_objects_are_du
         (TrainingInput(f"s3://{BUCKET}/t", input_mode="Stream"), "InputMode='Stream'.*Pipe, File, FastFile"),
         (TrainingInput("/local/data"), "read s3:// URIs"),
         (FileSystemInput("fs-1", "EFS", "/d"), r"FileSystemId='fs-1'"),
-        (FileSystemInput("fs-0123456789abcdef0", "NFS", "/d"), "FileSystemType='NFS'.*EFS, FSxLustre"),
+        (SimpleNamespace(config=NFS_CHANNEL), "FileSystemType='NFS'.*EFS, FSxLustre"),
     ],
 )
 def test_a_bad_channel_field_is_refused_before_any_upload(aws, bucket, source_dir, channel, message):
     with pytest.raises(ChannelNotFoundError, match=message):
         huggingface(source_dir, bucket).fit({"train": channel}, wait=False)
     assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)
+
+
+def test_file_system_input_refuses_an_unknown_type_when_built_as_sagemaker_core_does():
+    """FileSystemInput is sagemaker-core's (SDK v2's) class: an unknown type is refused when built,
+    with a named error; a config carrying one from elsewhere is refused at fit() (above)."""
+    from sagemaker.core.inputs import FileSystemInput as CoreFileSystemInput
+
+    with pytest.raises(ChannelNotFoundError, match="Unrecognized file system type: NFS"):
+        FileSystemInput("fs-0123456789abcdef0", "NFS", "/d")
+    with pytest.raises(ChannelNotFoundError, match="Unrecognized file system access mode: rx"):
+        FileSystemInput("fs-0123456789abcdef0", "EFS", "/d", file_system_access_mode="rx")
+    assert isinstance(FileSystemInput("fs-0123456789abcdef0", "EFS", "/d"), CoreFileSystemInput)
 
 
 def test_code_location_puts_the_source_under_its_prefix(aws, bucket, source_dir):
@@ -432,3 +456,35 @@ def test_the_same_cell_runs_in_local_process_with_training_input_and_model_uri(s
     assert echo["channels"] == {"SM_CHANNEL_MODEL": ["weights.bin"], "SM_CHANNEL_TRAIN": ["rows.txt"]}
     with pytest.raises(ChannelNotFoundError, match="FileSystemInput .* locally pass the folder's path"):
         estimator.fit({"train": FileSystemInput("fs-0123456789abcdef0", "EFS", "/data")})
+
+
+def test_training_input_is_sagemaker_cores_class_and_takes_its_arguments():
+    """sagemaker_tc.TrainingInput is sagemaker-core's TrainingInput (SDK v2's signature): its
+    config is the library's, its extra arguments (hub_access_config, ...) are taken."""
+    from sagemaker.core.inputs import ShuffleConfig
+    from sagemaker.core.inputs import TrainingInput as CoreTrainingInput
+
+    ours = TrainingInput(f"s3://{BUCKET}/t", "ShardedByS3Key", shuffle_config=ShuffleConfig(3))
+    assert isinstance(ours, CoreTrainingInput)
+    assert (
+        ours.config == CoreTrainingInput(f"s3://{BUCKET}/t", "ShardedByS3Key", shuffle_config=ShuffleConfig(3)).config
+    )
+    hub = TrainingInput(f"s3://{BUCKET}/t", hub_access_config={"HubContentArn": "arn:hub"})
+    assert hub.config["DataSource"]["S3DataSource"]["HubAccessConfig"] == {"HubContentArn": "arn:hub"}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"instance_groups": ["group-a"]}, r"channel 'train': InstanceGroupNames is given: heterogeneous clusters"),
+        ({"attribute_names": "label"}, r"channel 'train': AttributeNames is a list of strings, got str"),
+        ({"shuffle_config": SimpleNamespace(seed="7")}, r"channel 'train': ShuffleConfig.Seed takes an int seed"),
+    ],
+)
+def test_sagemaker_cores_own_training_input_is_checked_at_fit(aws, bucket, source_dir, arguments, message):
+    """What sagemaker-core's class builds unchecked is refused at fit(), before any upload."""
+    from sagemaker.core.inputs import TrainingInput as CoreTrainingInput
+
+    with pytest.raises(ChannelNotFoundError, match=message):
+        huggingface(source_dir, bucket).fit({"train": CoreTrainingInput(f"s3://{BUCKET}/t", **arguments)}, wait=False)
+    assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)

@@ -127,7 +127,48 @@ def test_wait_takes_sdk_v2_log_strings(aws, bucket, source_dir):
             wait(logs="Everything")
 
 
+def test_a_local_jobs_wait_takes_sdk_v2_log_strings_and_answers_rule_job_summary(make, capsys):
+    """A local_process job's handle takes what fit(logs=...) takes, as the SageMaker job's does:
+    "None" shows no log, "All" / "Rules" show it; rule_job_summary() is the empty list that the
+    SageMaker handle answers for a job without rules."""
+    estimator = make(compiler_config=None)
+    estimator.fit(None, wait=False, job_name="local-logs")
+    job = estimator.latest_training_job
+    capsys.readouterr()
+    model = job.wait(logs="None")
+    assert "algo-1 | " not in capsys.readouterr().out
+    assert job.wait(logs="All") == model == estimator.model_data
+    shown = capsys.readouterr().out
+    assert "algo-1 | " in shown
+    job.wait("Rules")
+    assert capsys.readouterr().out == shown  # the whole log again, from the start
+    with pytest.raises(EstimatorArgumentError, match=r"wait\(logs='Everything'\) is not accepted.*'All'"):
+        job.wait(logs="Everything")
+    assert job.rule_job_summary() == []
+
+
 # 4. SDK v2 members that were a bare AttributeError
+
+
+def test_sdk_v2_attributes_read_the_settings_and_members_not_offered_are_named(make):
+    """SDK v2 kept each argument as an attribute; the ones sagemaker-tc does not offer say what to
+    use instead, and stay AttributeErrors for hasattr()."""
+    from sagemaker_tc import MemberNotOfferedError
+    from sagemaker_tc.sdk.after_fit import NOT_OFFERED
+
+    estimator = make(compiler_config=None, tags=[{"Key": "team", "Value": "a"}], max_retry_attempts=2)
+    assert estimator.tags == [{"Key": "team", "Value": "a"}] and estimator.max_retry_attempts == 2
+    assert estimator.subnets is None and estimator.use_spot_instances is None  # not given
+    assert estimator.enable_network_isolation() is False  # SDK v2's method
+    assert not hasattr(estimator, "jobs") and getattr(estimator, "no_such_member", "default") == "default"
+    for name in NOT_OFFERED:
+        with pytest.raises(MemberNotOfferedError, match=rf"HuggingFace\.{name} \(SDK v2's\) is not offered"):
+            getattr(estimator, name)
+    with pytest.raises(MemberNotOfferedError, match="TransformJob.create"):
+        estimator.transformer(1, "ml.m5.xlarge")
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_member'") as raised:
+        estimator.no_such_member  # noqa: B018
+    assert not isinstance(raised.value, MemberNotOfferedError)
 
 
 def test_artifact_paths_and_rule_summary_read_the_job(aws, bucket, source_dir):

@@ -247,4 +247,24 @@ def test_the_cloud_jobs_logs_are_its_cloudwatch_streams_by_host(aws, tmp_path):
     other = f"another-job/algo-1-{now_ms // 1000}"
     logs.create_log_stream(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=other)
 
-    assert job.logs() == "algo-1 | ready\nalgo-1 | step 1\nalgo-2 | ready\n"
+    # Hosts interleaved by timestamp, as SDK v2 printed them (algo-2's "ready" is as old as algo-1's).
+    assert job.logs() == "algo-1 | ready\nalgo-2 | ready\nalgo-1 | step 1\n"
+
+
+def test_the_cloud_jobs_logs_interleave_two_hosts_by_timestamp(aws, tmp_path):
+    """Two hosts' streams whose events alternate in time read back in time order, each line with
+    its host, although the streams are listed algo-1 first."""
+    import boto3
+
+    job = cloud_job(aws, tmp_path)
+    logs = boto3.client("logs")
+    logs.create_log_group(logGroupName="/aws/sagemaker/TrainingJobs")
+    now_ms = int(time.time() * 1000)
+    for host, first in (("algo-1", 1), ("algo-2", 0)):
+        stream = f"{job.job_name}/{host}-{now_ms // 1000}"
+        logs.create_log_stream(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream)
+        events = [{"timestamp": now_ms + 10 * step + first, "message": f"step {step}"} for step in range(3)]
+        logs.put_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream, logEvents=events)
+
+    expected = "".join(f"algo-2 | step {step}\nalgo-1 | step {step}\n" for step in range(3))
+    assert job.logs() == expected

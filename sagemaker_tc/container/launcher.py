@@ -9,6 +9,7 @@ with no custom image. The launcher then:
 2. logs SMTC's lines (``Found configuration for Training Compiler``, ``Configuring SM Training
    Compiler...``, and ``Training Compiler set to debug mode``);
 3. sets the compiler's environment variables, never overwriting one the user set (it warns);
+   in a GPU job also torch's NCCL Flight Recorder variables (:mod:`sagemaker_tc.container.flight_recorder`);
 4. with ``cache=...``, restores the compile cache into a fresh Inductor folder
    (:mod:`sagemaker_tc.compiler.job_cache`), once per host, before any rank starts;
 5. opens the job's compiler session (:class:`~sagemaker_tc.compiler.session.CompilerSession`) with its SIGTERM
@@ -53,7 +54,7 @@ from sagemaker_tc import contract, scratch
 from sagemaker_tc.compiler.job_cache import JobCache, private_inductor_dir
 from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.container import watchdog
+from sagemaker_tc.container import flight_recorder, watchdog
 from sagemaker_tc.container.distributed import processes_per_host, rank_label, torchrun_command
 from sagemaker_tc.container.peers import PeerWatch, poll_seconds
 from sagemaker_tc.container.post_import import when_imported
@@ -234,6 +235,7 @@ def _run(entry_point: str, args: Sequence[str], *, program: bool) -> None:
 
 def _run_job(script: Path, args: Sequence[str], config: TrainingCompilerConfig | None, *, program: bool) -> None:
     command = torchrun_command(str(script), args, os.environ)
+    flight_recorder.switch_on(os.environ)
     job_cache = configure(config, os.environ) if config is not None else None
     if command is not None:
         if job_cache is not None:

@@ -1,7 +1,9 @@
 """SDK v2's estimator members read after ``fit()`` that are not the job's handle: the job's metrics
 (``training_job_analytics``), where Debugger, TensorBoard and the profiler wrote
 (``latest_job_*_artifacts_path()``), and the members whose work sagemaker-tc leaves to sagemaker-core
-(``register()``, ``compile_model()``), refused with the way to do it.
+(``register()``, ``compile_model()``), refused with the way to do it; SDK v2's other members read
+as attributes (:func:`sdk_v2_member`): the job settings given (``tags``, ``subnets``, ...) as
+checked, and the members not offered refused by name with what to use instead.
 
 Each reads the job itself (DescribeTrainingJob), so an estimator made by ``attach()`` answers too.
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.errors import EstimatorArgumentError, MemberNotOfferedError
+from sagemaker_tc.sdk.job_settings import SETTING_NAMES
 
 # SDK v2's latest_job_*_artifacts_path(): (the DescribeTrainingJob field holding the S3 path, the folder
 # SDK v2 named under <path>/<job name>/).
@@ -80,3 +83,60 @@ def training_job_analytics(estimator: Any):
     from sagemaker.core.analytics import TrainingJobAnalytics
 
     return TrainingJobAnalytics(job.name, sagemaker_session=estimator.sagemaker_session)
+
+
+_DESCRIBE = "estimator.latest_training_job.describe()"
+_PROFILER_UPDATE = (
+    "a running SageMaker job's profiler changes with sagemaker-core's "
+    "TrainingJob.get(estimator.latest_training_job.name).update(profiler_config=..., profiler_rule_configurations=...)"
+)
+# SDK v2 estimator members sagemaker-tc does not offer -> what to do instead.
+NOT_OFFERED = {
+    "enable_default_profiling": f"set profiler_config= when building the estimator; {_PROFILER_UPDATE}",
+    "disable_profiling": f"build the estimator with disable_profiler=True; {_PROFILER_UPDATE}",
+    "update_profiler": _PROFILER_UPDATE,
+    "get_vpc_config": f"the job's VPC is {_DESCRIBE}.get('VpcConfig')",
+    "transformer": (
+        "batch transform needs an inference image and model: create them with sagemaker-core "
+        "(Model.create(...), then TransformJob.create(...)) on estimator.model_data"
+    ),
+    "prepare_workflow_for_training": (
+        "SDK v2's Airflow export is not offered; use SageMaker Pipelines: "
+        "TrainingStep(step_args=estimator.fit(...)) under a PipelineSession"
+    ),
+    "set_hyperparameters": "pass hyperparameters= when building the estimator; hyperparameters() reads them",
+    "uploaded_code": (
+        f"the code's S3 archive is the job's sagemaker_submit_directory hyperparameter: {_DESCRIBE}['HyperParameters']"
+    ),
+    "jobs": "only the latest job is kept: estimator.latest_training_job (attach() rebuilds an estimator from any job)",
+    "get_remote_debug_config": f"the job's value is {_DESCRIBE}.get('RemoteDebugConfig')",
+    "disable_remote_debug": (
+        "a running SageMaker job's remote debugging changes with sagemaker-core's TrainingJob.get(name)"
+        ".update(remote_debug_config=RemoteDebugConfigForUpdate(enable_remote_debug=False))"
+    ),
+    "get_app_url": "open the job's TensorBoard or profiler report from the SageMaker console",
+    "get_session_chaining_config": f"the job's value is {_DESCRIBE}.get('SessionChainingConfig')",
+}
+
+
+def sdk_v2_member(estimator: Any, name: str) -> Any:
+    """An SDK v2 estimator attribute the estimator does not hold itself: a job setting (SDK v2 kept
+    each argument as an attribute) is its checked value (None when not given; Debugger objects as
+    sagemaker-core shapes), ``enable_network_isolation()`` SDK v2's method answering it as a bool;
+    a member in :data:`NOT_OFFERED` is refused.
+
+    Raises:
+        MemberNotOfferedError: ``name`` is an SDK v2 member sagemaker-tc does not offer; the
+            message says what to use instead.
+        AttributeError: any other missing attribute.
+    """
+    settings = vars(estimator).get("settings")  # vars(): no recursion before __init__ set it
+    if name == "enable_network_isolation" and settings is not None:  # a method in SDK v2
+        isolated = bool(settings.get(name))
+        return lambda: isolated
+    if name in SETTING_NAMES and settings is not None:
+        return settings.get(name)
+    cls = type(estimator).__name__
+    if name in NOT_OFFERED:
+        raise MemberNotOfferedError(f"{cls}.{name} (SDK v2's) is not offered by sagemaker-tc: {NOT_OFFERED[name]}")
+    raise AttributeError(f"{cls!r} object has no attribute {name!r}")

@@ -1,9 +1,9 @@
 """Checks of the estimators' arguments, each raising a named error before any job starts.
 
 The estimators (:mod:`sagemaker_tc.sdk.estimator`) call these in ``__init__``, and ``fit()`` calls
-:func:`check_logs` and :func:`check_experiment_config` (SDK v2's ``EstimatorBase.fit`` took both)
-before any upload or job; the run modes (:mod:`sagemaker_tc.sdk.modes`) call :func:`check_role` at
-``fit()``. Each function checks one
+:func:`check_logs` (:mod:`sagemaker_tc.sdk.job_status`'s, which the job handles' ``wait()`` share) and
+:func:`check_experiment_config` (SDK v2's ``EstimatorBase.fit`` took both) before any upload or job;
+the run modes (:mod:`sagemaker_tc.sdk.modes`) call :func:`check_role` at ``fit()``. Each function checks one
 argument (or a pair that only make sense together) and returns the value the estimator keeps.
 """
 
@@ -24,6 +24,7 @@ from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, LauncherErr
 from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
 from sagemaker_tc.sdk.job_environment import check_reserved_names
+from sagemaker_tc.sdk.job_status import check_logs as check_logs  # fit()'s and wait()'s, with the job handles
 from sagemaker_tc.sdk.local.checkpoints import (
     check_container_folder,
     check_local_checkpoints,
@@ -594,26 +595,8 @@ def check_role(role: Any) -> str:
     return role
 
 
-# SDK v2's ``logs`` values (``sagemaker.estimator.EstimatorBase.fit``): a log type, or a bool.
-_LOG_TYPES = {"All": True, "Training": True, "Rules": True, "None": False}
 # ExperimentConfig's fields (CreateTrainingJob), as SDK v2 users spell them.
 _EXPERIMENT_FIELDS = ("ExperimentName", "TrialName", "TrialComponentDisplayName", "RunName")
-
-
-def check_logs(logs: Any, *, call: str = "fit") -> bool:
-    """``fit(logs=...)`` (or ``wait(logs=...)``, named by ``call``) as a flag: True, ``"All"``,
-    ``"Training"``, ``"Rules"`` show the log; False, None, ``"None"`` do not.
-
-    Raises:
-        EstimatorArgumentError: any other value.
-    """
-    if logs is None or isinstance(logs, bool):
-        return bool(logs)
-    if isinstance(logs, str) and logs in _LOG_TYPES:
-        return _LOG_TYPES[logs]
-    raise EstimatorArgumentError(
-        f"{call}(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
-    )
 
 
 def check_experiment_config(value: Any, *, cloud: bool):

@@ -171,10 +171,7 @@ class CloudJob:
     def rule_job_summary(self) -> list[dict[str, Any]]:
         """SDK v2's: the job's Debugger and profiler rule evaluations as DescribeTrainingJob lists
         them (``DebugRuleEvaluationStatuses`` then ``ProfilerRuleEvaluationStatuses``; empty without rules)."""
-        described = self.describe()
-        return list(described.get("DebugRuleEvaluationStatuses", [])) + list(
-            described.get("ProfilerRuleEvaluationStatuses", [])
-        )
+        return job_status.rule_summary(self.describe())
 
     def stop(self) -> None:
         """``StopTrainingJob`` through sagemaker-core: SageMaker sends SIGTERM to the job's processes,
@@ -196,29 +193,23 @@ class CloudJob:
             logger.info("Training job %s already ended (%s): nothing to stop", self.job_name, status)
 
     def logs(self) -> str:
-        """The job's log so far: each of its CloudWatch streams (``/aws/sagemaker/TrainingJobs``,
-        ``<job name>/algo-N-...``), every line starting with the stream's host (``algo-1 | ``) as
-        ``local_process`` jobs print them. Empty while the log group does not exist yet."""
+        """The job's log so far: its CloudWatch streams (``/aws/sagemaker/TrainingJobs``,
+        ``<job name>/algo-N-...``) interleaved by event timestamp as SDK v2 printed them
+        (sagemaker-core's ``multi_stream_iter``), every line starting with the stream's host
+        (``algo-1 | ``) as ``local_process`` jobs print them. Empty while the log group does not
+        exist yet."""
+        from sagemaker.core.logs import multi_stream_iter
+
         client = self.session.boto_session.client("logs", region_name=self.session.boto_region_name)
-        lines = []
         pages = client.get_paginator("describe_log_streams").paginate(
             logGroupName=LOG_GROUP, logStreamNamePrefix=f"{self.job_name}/"
         )
         try:
-            streams = [stream for page in pages for stream in page["logStreams"]]
+            names = [stream["logStreamName"] for page in pages for stream in page["logStreams"]]
         except client.exceptions.ResourceNotFoundException:  # no job has logged in this account yet
             return ""
-        for stream in streams:
-            name = stream["logStreamName"]
-            host = name.removeprefix(f"{self.job_name}/").rsplit("-", 1)[0]
-            token = None
-            while True:
-                extra = {"nextToken": token} if token else {}
-                page = client.get_log_events(logGroupName=LOG_GROUP, logStreamName=name, startFromHead=True, **extra)
-                lines += [f"{host} | {event['message']}" for event in page["events"]]
-                if not page["events"] or page.get("nextForwardToken") in (None, token):
-                    break
-                token = page["nextForwardToken"]
+        hosts = [name.removeprefix(f"{self.job_name}/").rsplit("-", 1)[0] for name in names]
+        lines = [f"{hosts[index]} | {event['message']}" for index, event in multi_stream_iter(client, LOG_GROUP, names)]
         return "".join(line if line.endswith("\n") else f"{line}\n" for line in lines)
 
     def wait(self, logs: bool | str = True, *, poll_seconds: int = 5) -> str | None:
@@ -236,9 +227,7 @@ class CloudJob:
         """
         from sagemaker.core.utils.exceptions import FailedStatusError
 
-        from sagemaker_tc.sdk.arguments import check_logs
-
-        logs = check_logs(logs, call="wait")
+        logs = job_status.check_logs(logs, call="wait")
         job = self._resource()
         try:
             job.wait(poll=poll_seconds, logs=logs)

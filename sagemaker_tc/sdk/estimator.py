@@ -666,6 +666,15 @@ class _FrameworkEstimator:
         """
         raise EstimatorArgumentError(after_fit.COMPILE_MODEL_HELP)
 
+    def __getattr__(self, name: str) -> Any:
+        """SDK v2's members the estimator does not hold itself (:func:`~sagemaker_tc.sdk.after_fit.sdk_v2_member`).
+
+        Raises:
+            MemberNotOfferedError: an SDK v2 member not offered (an ``AttributeError`` too).
+            AttributeError: any other missing attribute.
+        """
+        return after_fit.sdk_v2_member(self, name)
+
     @property
     def training_job_analytics(self):
         """SDK v2's: sagemaker-core's ``TrainingJobAnalytics`` for the latest SageMaker job (its

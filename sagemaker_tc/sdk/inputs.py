@@ -1,17 +1,19 @@
 """``fit()`` channel objects with SDK v2's signatures: :class:`TrainingInput` and :class:`FileSystemInput`.
 
-SDK v2 users write ``from sagemaker.inputs import TrainingInput``, which needs SDK v2 itself;
-sagemaker-tc runs on sagemaker-core, so it exports its own two classes with the same arguments.
-Like SDK v2's, each keeps the channel as CreateTrainingJob's ``Channel`` fields in ``config``; any
-object with such a ``config`` (SDK v2's own classes included) is accepted by ``fit()``, and each
-becomes a sagemaker-core ``Channel`` shape, checked against the API's limits, before any upload.
+Both are sagemaker-core's ``sagemaker.core.inputs`` classes (SDK v2's signatures and ``config``
+dicts); sagemaker-tc's names are thin subclasses that check their arguments first and take an int
+``shuffle_config`` seed as well as SDK v2's ``ShuffleConfig``. Any object with such a ``config``
+(SDK v2's or sagemaker-core's own classes included) is accepted by ``fit()``, and each becomes a
+sagemaker-core ``Channel`` shape, checked against the API's limits, before any upload.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from sagemaker.core import inputs as core_inputs
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 from sagemaker.core.shapes import Channel
 from sagemaker.core.utils.utils import transform
@@ -34,103 +36,93 @@ _CHECKED_FIELDS = (
     (("RecordWrapperType",), "RecordWrapper"),
     (("InputMode",), "TrainingInputMode"),
 )
+_HETEROGENEOUS = "heterogeneous clusters are not supported"
 
 
-class TrainingInput:
-    """An S3 channel for ``fit()``, as SDK v2's ``sagemaker.inputs.TrainingInput``.
+class TrainingInput(core_inputs.TrainingInput):
+    """An S3 channel for ``fit()``: sagemaker-core's ``TrainingInput`` (SDK v2's signature).
 
-    Args:
-        s3_data: ``s3://`` URI of the data (locally: a folder, file or ``file://`` URI).
-        distribution: ``FullyReplicated`` (default) or ``ShardedByS3Key``.
-        compression: ``Gzip`` or None.
-        content_type: the data's MIME type.
-        record_wrapping: ``RecordIO`` or None.
-        s3_data_type: ``S3Prefix`` (default), ``ManifestFile`` or ``AugmentedManifestFile``.
-        instance_groups: not supported (heterogeneous clusters); must be None.
-        input_mode: ``File``, ``FastFile`` or ``Pipe`` for this channel (default: the estimator's).
-        attribute_names: for ``AugmentedManifestFile``.
-        target_attribute_name: kept for SDK v2 compatibility (not a training-job field).
-        shuffle_config: an object with ``seed`` (SDK v2's ``ShuffleConfig``), or an int seed.
+    Takes the same arguments as ``sagemaker.core.inputs.TrainingInput`` (``s3_data``: an ``s3://``
+    URI, locally a folder, file or ``file://`` URI; ``distribution``, ``compression``,
+    ``content_type``, ``record_wrapping``, ``s3_data_type``, ``input_mode``, ``attribute_names``,
+    ``target_attribute_name``, ``shuffle_config``, ...), and builds the same ``config``.
+
+    Differences: ``shuffle_config`` may also be an int seed; ``s3_data`` that is not a pipeline
+    variable is turned into a string (a ``pathlib.Path`` works).
+
+    Raises:
+        ChannelNotFoundError: ``instance_groups`` given (heterogeneous clusters), ``attribute_names``
+            not a list of strings, or a ``shuffle_config`` seed that is not an int.
     """
 
-    def __init__(
-        self,
-        s3_data: str,
-        distribution: str | None = None,
-        compression: str | None = None,
-        content_type: str | None = None,
-        record_wrapping: str | None = None,
-        s3_data_type: str = "S3Prefix",
-        instance_groups: Any = None,
-        input_mode: str | None = None,
-        attribute_names: list[str] | None = None,
-        target_attribute_name: str | None = None,
-        shuffle_config: Any = None,
-    ) -> None:
-        if instance_groups is not None:
-            raise ChannelNotFoundError("TrainingInput(instance_groups=...): heterogeneous clusters are not supported")
+    def __init__(self, s3_data: Any, *args: Any, **kwargs: Any) -> None:
+        arguments = _bind(core_inputs.TrainingInput, s3_data, *args, **kwargs)
+        if arguments.get("instance_groups") is not None:
+            raise ChannelNotFoundError(f"TrainingInput(instance_groups=...): {_HETEROGENEOUS}")
+        check_attribute_names("TrainingInput(attribute_names=...)", arguments.get("attribute_names"))
+        shuffle = arguments.get("shuffle_config")
+        if shuffle is not None:
+            seed = getattr(shuffle, "seed", shuffle)
+            check_seed("TrainingInput(shuffle_config=...)", seed)
+            arguments["shuffle_config"] = core_inputs.ShuffleConfig(seed)
         # A pipeline variable (a ParameterString, a processing step's output) stays one: the pipeline
         # definition refers to it (SDK v2's TrainingInput took them).
-        uri = s3_data if isinstance(s3_data, PipelineVariable) else str(s3_data)
-        source = {"S3DataType": s3_data_type, "S3Uri": uri}
-        source["S3DataDistributionType"] = distribution or "FullyReplicated"
-        if isinstance(attribute_names, str) or (
-            attribute_names is not None
-            and (not isinstance(attribute_names, (list, tuple)) or not all(isinstance(a, str) for a in attribute_names))
-        ):
-            raise ChannelNotFoundError(
-                f"TrainingInput(attribute_names=...) is a list of strings, got {type(attribute_names).__name__}; "
-                "write attribute_names=['label'] for one attribute"
-            )
-        if attribute_names:
-            source["AttributeNames"] = list(attribute_names)
-        self.config: dict[str, Any] = {"DataSource": {"S3DataSource": source}}
-        optional = {
-            "CompressionType": compression,
-            "ContentType": content_type,
-            "RecordWrapperType": record_wrapping,
-            "InputMode": input_mode,
-        }
-        self.config.update({key: value for key, value in optional.items() if value is not None})
-        if shuffle_config is not None:
-            seed = getattr(shuffle_config, "seed", shuffle_config)
-            if not isinstance(seed, int) or isinstance(seed, bool):
-                raise ChannelNotFoundError(
-                    f"TrainingInput(shuffle_config=...) takes an int seed or an object with an int .seed "
-                    f"(SDK v2's ShuffleConfig), got {type(seed).__name__}"
-                )
-            self.config["ShuffleConfig"] = {"Seed": seed}
-        self.target_attribute_name = target_attribute_name
+        if not isinstance(s3_data, PipelineVariable):
+            arguments["s3_data"] = str(s3_data)
+        super().__init__(**arguments)
 
 
-class FileSystemInput:
-    """An Amazon EFS or FSx for Lustre channel for ``fit()``, as SDK v2's ``sagemaker.inputs.FileSystemInput``.
+class FileSystemInput(core_inputs.FileSystemInput):
+    """An Amazon EFS or FSx for Lustre channel for ``fit()``: sagemaker-core's ``FileSystemInput``.
 
-    Args:
-        file_system_id: ``fs-...``.
-        file_system_type: ``EFS`` or ``FSxLustre``.
-        directory_path: the folder on the file system (FSx paths start with the mount name).
-        file_system_access_mode: ``ro`` (default) or ``rw``.
-        content_type: the data's MIME type.
+    Args: as ``sagemaker.core.inputs.FileSystemInput``: ``file_system_id`` (``fs-...``),
+    ``file_system_type`` (``EFS`` or ``FSxLustre``), ``directory_path`` (FSx paths start with the
+    mount name), ``file_system_access_mode`` (``ro``, the default, or ``rw``), ``content_type``.
+
+    Raises:
+        ChannelNotFoundError: a ``file_system_type`` or ``file_system_access_mode`` sagemaker-core
+            refuses (it raises a plain ``ValueError``); the message is sagemaker-core's.
     """
 
-    def __init__(
-        self,
-        file_system_id: str,
-        file_system_type: str,
-        directory_path: str,
-        file_system_access_mode: str = "ro",
-        content_type: str | None = None,
-    ) -> None:
-        source = {
-            "FileSystemId": file_system_id,
-            "FileSystemType": file_system_type,
-            "DirectoryPath": directory_path,
-            "FileSystemAccessMode": file_system_access_mode,
-        }
-        self.config: dict[str, Any] = {"DataSource": {"FileSystemDataSource": source}}
-        if content_type is not None:
-            self.config["ContentType"] = content_type
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().__init__(*args, **kwargs)
+        except ValueError as error:
+            raise ChannelNotFoundError(f"FileSystemInput: {error}") from error
+
+
+def _bind(cls: type, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``cls.__init__``'s arguments by name (a TypeError for ones it does not take, as a call gives)."""
+    bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+    return {name: value for name, value in list(bound.arguments.items())[1:]}
+
+
+def check_attribute_names(label: str, names: Any) -> None:
+    """``names`` is None or a list/tuple of strings (or pipeline variables).
+
+    Raises:
+        ChannelNotFoundError: a bare string, or another type, named with ``label``.
+    """
+    if names is None or isinstance(names, PipelineVariable):
+        return
+    if isinstance(names, (list, tuple)) and all(isinstance(a, (str, PipelineVariable)) for a in names):
+        return
+    raise ChannelNotFoundError(
+        f"{label} is a list of strings, got {type(names).__name__}; write attribute_names=['label'] for one attribute"
+    )
+
+
+def check_seed(label: str, seed: Any) -> None:
+    """``seed`` is an int (not a bool) or a pipeline variable.
+
+    Raises:
+        ChannelNotFoundError: anything else, named with ``label``.
+    """
+    if isinstance(seed, PipelineVariable) or (isinstance(seed, int) and not isinstance(seed, bool)):
+        return
+    raise ChannelNotFoundError(
+        f"{label} takes an int seed or an object with an int .seed (SDK v2's ShuffleConfig), got {type(seed).__name__}"
+    )
 
 
 def is_channel_object(value: Any) -> bool:
@@ -157,12 +149,29 @@ def channel_shape(name: str, value: Any) -> Channel:
     else:
         config = TrainingInput(value if isinstance(value, PipelineVariable) else str(value)).config
     check_data_source(name, config["DataSource"])
+    check_s3_extras(name, config)
     for path, shape_name in _CHECKED_FIELDS:
         field = _dig(config, path)
         problem = None if field is None or isinstance(field, PipelineVariable) else limit_problem(shape_name, field)
         if problem is not None:
             raise ChannelNotFoundError(f"channel {name!r}: {'.'.join(path)}={field!r} is not accepted: {problem}")
     return Channel(**transform({**config, "ChannelName": name}, "Channel"))
+
+
+def check_s3_extras(name: str, config: Mapping[str, Any]) -> None:
+    """The S3 channel fields sagemaker-tc refuses or whose types the API model does not check early:
+    ``InstanceGroupNames`` (heterogeneous clusters), ``AttributeNames``, ``ShuffleConfig.Seed``.
+
+    Raises:
+        ChannelNotFoundError: one of them given or of the wrong type, named with the channel.
+    """
+    source = _dig(config, ("DataSource", "S3DataSource")) or {}
+    if source.get("InstanceGroupNames") is not None:
+        raise ChannelNotFoundError(f"channel {name!r}: InstanceGroupNames is given: {_HETEROGENEOUS}")
+    check_attribute_names(f"channel {name!r}: AttributeNames", source.get("AttributeNames"))
+    seed = _dig(config, ("ShuffleConfig", "Seed"))
+    if "ShuffleConfig" in config:
+        check_seed(f"channel {name!r}: ShuffleConfig.Seed", seed)
 
 
 _SOURCE_FIELDS = {

@@ -1,4 +1,5 @@
-"""SageMaker's training job statuses, and the one rule for which endings ``wait()`` raises on, shared by
+"""SageMaker's training job statuses, the one rule for which endings ``wait()`` raises on, and the
+``logs=`` values ``fit()`` and ``wait()`` take, shared by
 the ``local_process`` job (:class:`~sagemaker_tc.sdk.local.job.LocalJob`) and the SageMaker one
 (:class:`~sagemaker_tc.sdk.cloud.CloudJob`).
 
@@ -9,7 +10,10 @@ reference, ``SecondaryStatusTransition``: a ``Stopped`` job's secondary status i
 
 from __future__ import annotations
 
-from sagemaker_tc.errors import MaxRuntimeExceededError, TrainingJobFailedError
+from collections.abc import Mapping
+from typing import Any
+
+from sagemaker_tc.errors import EstimatorArgumentError, MaxRuntimeExceededError, TrainingJobFailedError
 
 IN_PROGRESS = "InProgress"
 COMPLETED = "Completed"
@@ -20,6 +24,8 @@ ENDED = (COMPLETED, FAILED, STOPPED)
 # SecondaryStatus values besides the ones named like a status.
 TRAINING = "Training"
 MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+# SDK v2's ``logs`` values (``sagemaker.estimator.EstimatorBase.fit``): a log type, or a bool.
+_LOG_TYPES = {"All": True, "Training": True, "Rules": True, "None": False}
 
 
 def check_outcome(job_name: str, status: str, secondary_status: str | None, failure_reason: str | None) -> None:
@@ -36,3 +42,28 @@ def check_outcome(job_name: str, status: str, secondary_status: str | None, fail
     if status == STOPPED and secondary_status == MAX_RUNTIME_EXCEEDED:
         raise MaxRuntimeExceededError(job_name, reason)
     raise TrainingJobFailedError(job_name, reason)
+
+
+def rule_summary(described: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """SDK v2's ``rule_job_summary()`` of a DescribeTrainingJob answer: its Debugger rule evaluations
+    (``DebugRuleEvaluationStatuses``) then its profiler ones (``ProfilerRuleEvaluationStatuses``);
+    empty for a job without rules (a local job never has any)."""
+    return list(described.get("DebugRuleEvaluationStatuses", [])) + list(
+        described.get("ProfilerRuleEvaluationStatuses", [])
+    )
+
+
+def check_logs(logs: Any, *, call: str = "fit") -> bool:
+    """``fit(logs=...)`` (or ``wait(logs=...)``, named by ``call``) as a flag: True, ``"All"``,
+    ``"Training"``, ``"Rules"`` show the log; False, None, ``"None"`` do not.
+
+    Raises:
+        EstimatorArgumentError: any other value.
+    """
+    if logs is None or isinstance(logs, bool):
+        return bool(logs)
+    if isinstance(logs, str) and logs in _LOG_TYPES:
+        return _LOG_TYPES[logs]
+    raise EstimatorArgumentError(
+        f"{call}(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
+    )

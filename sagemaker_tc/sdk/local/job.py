@@ -225,8 +225,10 @@ class LocalJob:
         if self._stop.request(REQUESTED, grace_s=grace_s):
             logger.info("Stopping training job %s", self.job_name)
 
-    def wait(self, logs: bool = True) -> str | None:
-        """Block until the job ends; with ``logs``, print its log to stdout (from the start) as it comes.
+    def wait(self, logs: bool | str = True) -> str | None:
+        """Block until the job ends; with ``logs`` (True, or SDK v2's ``"All"``, ``"Training"``,
+        ``"Rules"``; False, None or ``"None"`` for no log, as ``fit(logs=...)`` takes), print its log to
+        stdout (from the start) as it comes.
 
         Ctrl-C stops the waiting, not a background job (``stop()`` does that).
 
@@ -239,8 +241,9 @@ class LocalJob:
             JobArtifactsError, CheckpointSyncError: the job's archives, or its last checkpoint copy,
                 could not be written (the job is ``Failed`` with that reason); any other error of
                 the engine, as raised.
+            EstimatorArgumentError: a ``logs`` value ``fit()`` would refuse (checked before waiting).
         """
-        if logs:
+        if job_status.check_logs(logs, call="wait"):
             for chunk in self._log.follow():
                 sys.stdout.write(chunk)
             sys.stdout.flush()
@@ -250,6 +253,11 @@ class LocalJob:
             raise self._error
         job_status.check_outcome(self.job_name, self.status, self.secondary_status, self.failure_reason)
         return self.model_artifacts
+
+    def rule_job_summary(self) -> list[dict[str, Any]]:
+        """SDK v2's, as the SageMaker job's handle answers it: the Debugger and profiler rule
+        evaluations of :meth:`describe`; always empty here (local modes run no rule jobs)."""
+        return job_status.rule_summary(self.describe())
 
     def logs(self) -> str:
         """The job's log so far (every host's lines, each starting ``algo-N | ``)."""
