@@ -24,14 +24,14 @@ from sagemaker_tc.errors import ConfigError, EstimatorArgumentError, LauncherErr
 from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.sdk.instances import InstanceKind, classify_instance
 from sagemaker_tc.sdk.job_environment import check_reserved_names
-from sagemaker_tc.sdk.local.checkpoints import (
+from sagemaker_tc.sdk.job_paths import (
     check_container_folder,
     check_local_checkpoints,
     check_local_uri,
     is_synced_locally,
+    local_path,
     relation,
 )
-from sagemaker_tc.sdk.local.process import local_path
 from sagemaker_tc.sdk.source import SourceSpec, check_user_home
 from sagemaker_tc.uris import has_control_character, looks_like_s3, s3_uri_problem
 
@@ -513,7 +513,7 @@ def check_checkpoints(
     source_root: Path | None = None,
 ) -> None:
     """SageMaker's checkpoint sync: an ``s3://`` URI, and optionally the container folder synced with it
-    (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.local.checkpoints`). The container
+    (``local_process``: a local folder, see :mod:`~sagemaker_tc.sdk.job_paths`). The container
     folder never overlaps the job's channels, code, model or output folder; the URI is never
     ``output_path`` (or ``source_dir`` for a local one).
 

@@ -33,10 +33,9 @@ from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
 from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
-from sagemaker_tc.sdk.job_environment import check_job_variables
+from sagemaker_tc.sdk.job_environment import check_environment_limits, check_job_variables
+from sagemaker_tc.sdk.job_paths import is_synced_locally, local_path
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES, check_job_settings
-from sagemaker_tc.sdk.local import process as local_process
-from sagemaker_tc.sdk.local.checkpoints import is_synced_locally
 from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
 from sagemaker_tc.sdk.request import (
@@ -207,7 +206,7 @@ class _FrameworkEstimator:
         self.environment = self._checked_environment(environment)
         if self._kind is InstanceKind.LOCAL_PROCESS:
             arguments.check_local_process_path(self.environment, os.environ.get("PATH"))
-            local_process.check_environment_limits(self.environment)
+            check_environment_limits(self.environment)
         check_job_variables(
             self.environment,
             compiler_enabled=self.compiler_enabled,
@@ -405,7 +404,7 @@ class _FrameworkEstimator:
             hyperparameters=hyperparameters,
             environment=self.environment,
             channels=channels,
-            output_path=output_path or local_process.local_path(self.output_path).as_uri(),
+            output_path=output_path or local_path(self.output_path).as_uri(),
             instance_type=self.instance_type,
             instance_count=self.instance_count,
             volume_size_gb=self.volume_size,
@@ -512,7 +511,7 @@ class _FrameworkEstimator:
         image_uri = self.image_uri or self.training_image_uri(docker.region_for_local())
         job_name = job_name or make_job_name(self.base_job_name)
         request = self._build_request(job_name, channels, image_uri=image_uri)
-        job_dir = local_process.local_path(self.output_path) / job_name
+        job_dir = local_path(self.output_path) / job_name
         return docker.run(
             request, self.source, inject_launcher=self.compiler_enabled, job_dir=job_dir, wait=wait, logs=logs
         )

@@ -40,8 +40,8 @@ from sagemaker_tc.sdk.hyperparameters import (
     encode_value,
 )
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.job_paths import check_container_folder
 from sagemaker_tc.sdk.job_settings import check_tags
-from sagemaker_tc.sdk.local.checkpoints import check_container_folder
 from sagemaker_tc.sdk.request import make_job_name
 from sagemaker_tc.sdk.source_tree import SourceEntry, marked_job_folders, source_entries
 from sagemaker_tc.sdk.v3.driver import TrainingCompilerDriver
