@@ -36,7 +36,6 @@ from sagemaker_tc.sdk.spec import (
     EstimatorSpec,
     SpecAttribute,
     check_tested_versions,
-    stock_image,
 )
 
 __all__ = ["COMPILER_METRIC_DEFINITIONS", "DEFAULT_MAX_RUN_SECONDS", "DEFAULT_OUTPUT_PATH", "HuggingFace", "PyTorch"]
@@ -169,15 +168,9 @@ class _FrameworkEstimator(SdkV2Surfaces):
         Raises:
             UnsupportedImageError: no stock DLC image for the versions, Python and instance type.
         """
-        if self.image_uri:
+        if self.image_uri:  # an estimator made by attach() has its job's image
             return self.image_uri
-        return stock_image(
-            self._framework,
-            self._versions(),
-            region=region,
-            instance_type=self._checked_instance_type,
-            py_version=self.py_version,
-        )
+        return dataclasses.replace(self.spec, versions=self._versions()).image_for(region)
 
     def _validate_compiler(self) -> None:
         """What ``TrainingCompilerConfig.validate(self)`` runs (:func:`sagemaker_tc.sdk.compiler_checks.validate`)."""
@@ -252,7 +245,7 @@ class _FrameworkEstimator(SdkV2Surfaces):
             check_job_name(job_name)
         logs = arguments.check_logs(logs)
         experiment = arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
-        spec = self.spec
+        spec = dataclasses.replace(self.spec, versions=self._versions())  # as the attributes now hold them
         if self.is_cloud and self.output_path == self._filled_output_path:
             spec = dataclasses.replace(spec, output_path=None)  # the path an earlier fit() filled in: none given
         session = self.sagemaker_session if self.is_cloud else None

@@ -16,7 +16,7 @@ from typing import Any
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import arguments, compiler_checks, config_defaults
+from sagemaker_tc.sdk import arguments, compiler_checks, config_defaults, folder_checks
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
 from sagemaker_tc.sdk.arguments import CLOUD_KINDS
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
@@ -352,7 +352,7 @@ def _with_places(spec: EstimatorSpec, given_settings: dict[str, Any]) -> Estimat
     folders, and the folders sagemaker-tc writes left out of the code."""
     local_process = spec.kind is InstanceKind.LOCAL_PROCESS
     uri = spec.checkpoint_s3_uri
-    arguments.check_checkpoints(
+    folder_checks.check_checkpoints(
         uri,
         spec.checkpoint_local_path,
         cloud=spec.is_cloud,
@@ -369,8 +369,10 @@ def _with_places(spec: EstimatorSpec, given_settings: dict[str, Any]) -> Estimat
         compiler_enabled=spec.compiler_enabled,
     )
     cache = spec.compiler_config.cache if spec.compiler_config else None
-    arguments.check_cache_apart(cache, output_path=spec.output_path, checkpoint_uri=uri, source_root=spec.source.root)
-    never_packed = arguments.own_folders(spec.output_path, cache, uri, cloud=spec.is_cloud)
+    folder_checks.check_cache_apart(
+        cache, output_path=spec.output_path, checkpoint_uri=uri, source_root=spec.source.root
+    )
+    never_packed = folder_checks.own_folders(spec.output_path, cache, uri, cloud=spec.is_cloud)
     return dataclasses.replace(
         spec,
         settings=settings,

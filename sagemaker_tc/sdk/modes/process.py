@@ -6,8 +6,8 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.sdk.arguments import check_cache_apart_from_channels
 from sagemaker_tc.sdk.channels import estimator_channels
+from sagemaker_tc.sdk.folder_checks import check_cache_apart_from_channels
 from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.local import process as local_process
 from sagemaker_tc.sdk.local.job import LocalJob
