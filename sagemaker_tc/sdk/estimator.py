@@ -22,7 +22,6 @@ from sagemaker_tc.sdk import arguments, cloud, compiler_checks, modes
 from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
 from sagemaker_tc.sdk.compat import SdkV2Surfaces
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES
-from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.request import TrainingJobRequest, check_job_name
 from sagemaker_tc.sdk.signature import (
     HUGGINGFACE_ORDER,
@@ -132,7 +131,7 @@ class _FrameworkEstimator(SdkV2Surfaces):
         )
         # SDK v2 defaulted it to a session; here it is made when first read (cloud jobs; local modes need none)
         self._sagemaker_session = sagemaker_session
-        self.latest_training_job: LocalJob | cloud.CloudJob | None = None
+        self.latest_training_job: Any = None  # a local job (sdk/local/job.py) or a cloud.CloudJob
 
     @staticmethod
     def _named_arguments() -> list[str]:
