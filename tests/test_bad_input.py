@@ -24,6 +24,8 @@ from sagemaker_tc import (
     UnsupportedImageError,
     UnsupportedInstanceTypeError,
 )
+from sagemaker_tc.sdk.job_paths import local_path
+from sagemaker_tc.sdk.modes.request import request_for
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CLOUD = {"instance_type": "ml.g5.xlarge", "role": ROLE, "image_uri": "img", "output_path": "s3://tc-bucket/jobs"}
@@ -31,7 +33,8 @@ CLOUD = {"instance_type": "ml.g5.xlarge", "role": ROLE, "image_uri": "img", "out
 
 def settings_of(estimator) -> dict:
     """The compiler settings as the job receives them (the wire format's JSON)."""
-    request = estimator._build_request("job-1", {}, "/tmp/sourcedir.tar.gz").to_api_dict()
+    output = local_path(estimator.output_path).as_uri()
+    request = request_for(estimator.spec, "job-1", {}, "/tmp/sourcedir.tar.gz", output_path=output).to_api_dict()
     return json.loads(request["HyperParameters"]["sagemaker_training_compiler_settings"])
 
 

@@ -12,6 +12,8 @@ from sagemaker_tc import (
     TrainingCompilerConfig,
     UnsupportedInstanceTypeError,
 )
+from sagemaker_tc.sdk.job_paths import local_path
+from sagemaker_tc.sdk.modes.request import request_for
 
 
 def test_shell_entry_point_runs_without_the_compiler(make, source_dir):
@@ -101,9 +103,13 @@ def test_bad_channels_fail_before_the_job_starts(make, tmp_path, inputs, message
 
 
 def test_request_runs_the_launcher_only_when_the_compiler_is_on(make):
-    on = make()._build_request("job-1", {}, "/tmp/sourcedir.tar.gz").to_api_dict()
-    off = make(compiler_config=TrainingCompilerConfig(enabled=False))._build_request("job-2", {}, "/x").to_api_dict()
-    none = make(compiler_config=None)._build_request("job-3", {}, "/x").to_api_dict()
+    def request(estimator, job_name, submit_directory):
+        output = local_path(estimator.output_path).as_uri()
+        return request_for(estimator.spec, job_name, {}, submit_directory, output_path=output).to_api_dict()
+
+    on = request(make(), "job-1", "/tmp/sourcedir.tar.gz")
+    off = request(make(compiler_config=TrainingCompilerConfig(enabled=False)), "job-2", "/x")
+    none = request(make(compiler_config=None), "job-3", "/x")
     assert on["HyperParameters"]["sagemaker_program"] == '"sagemaker_tc_launcher.py"'
     assert on["HyperParameters"]["sagemaker_training_compiler_enabled"] == "true"
     assert off["HyperParameters"]["sagemaker_program"] == '"echo.py"'

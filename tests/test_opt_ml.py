@@ -17,9 +17,11 @@ from sagemaker_tc import (
     PyTorch,
     TrainingCompilerConfig,
 )
+from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.local import checkpoints as local_checkpoints
 from sagemaker_tc.sdk.local import namespace as job_namespace
 from sagemaker_tc.sdk.local.hosts import HostCommand
+from sagemaker_tc.sdk.modes.request import request_for
 
 pytestmark = pytest.mark.slow
 
@@ -196,7 +198,8 @@ def test_without_a_namespace_a_job_that_could_reach_the_hosts_opt_ml_is_refused_
         estimator.fit(logs=False)
     assert not (tmp_path / "out").exists() and not host_opt_ml.parent.exists()
     host_opt_ml.mkdir(parents=True)  # an existing one is refused too
-    request = estimator._build_request("job-1", {}, str(tmp_path / "none.tar.gz"))
+    output = local_path(estimator.output_path).as_uri()
+    request = request_for(estimator.spec, "job-1", {}, str(tmp_path / "none.tar.gz"), output_path=output)
     with pytest.raises(OptMlUnavailableError, match=r"host-opt/ml exists on this machine"):
         job_namespace.prepare(request)
     monkeypatch.setenv("SM_TC_ALLOW_HOST_OPT_ML", "1")  # the user's explicit opt-in

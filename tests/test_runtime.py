@@ -142,7 +142,8 @@ import sys
 from sagemaker_tc import HuggingFace, PyTorch, TrainingCompilerConfig
 estimator = HuggingFace("train.py", source_dir={str(tmp_path)!r}, instance_type="local_process",
                         compiler_config=TrainingCompilerConfig(), hyperparameters={{"lr": 0.1}})
-request = estimator._build_request("job", {{}}, "/tmp/s.tar.gz").to_api_dict()
+from sagemaker_tc.sdk.modes.request import request_for
+request = request_for(estimator.spec, "job", {{}}, "/tmp/s.tar.gz", output_path="file:///tmp/out").to_api_dict()
 from sagemaker.core.training.configs import Compute, SourceCode
 from sagemaker.train.model_trainer import Mode
 from sagemaker_tc import ModelTrainer

@@ -24,6 +24,8 @@ from sagemaker_tc import (
     TrainingCompilerConfig,
     TrainingInput,
 )
+from sagemaker_tc.sdk.job_paths import local_path
+from sagemaker_tc.sdk.modes.request import request_for
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BUCKET = "tc-test-bucket"
@@ -386,7 +388,8 @@ def test_cloud_only_settings_are_accepted_locally_and_logged_once(source_dir, tm
         "applies on SageMaker only "
         "(ml.* instance types); this local job runs without it"
     ]
-    request = estimator._build_request("local-job", {}, "file:///code")
+    output = local_path(estimator.output_path).as_uri()
+    request = request_for(estimator.spec, "local-job", {}, "file:///code", output_path=output)
     assert request.hyper_parameters[LOG_LEVEL] == "10"  # the toolkit reads it locally too
     assert request.vpc_config is None and request.tags is None
     assert request.algorithm_specification.training_input_mode == "File"

@@ -130,7 +130,8 @@ def sdk_v2_member(estimator: Any, name: str) -> Any:
             message says what to use instead.
         AttributeError: any other missing attribute.
     """
-    settings = vars(estimator).get("settings")  # vars(): no recursion before __init__ set it
+    spec = vars(estimator).get("spec")  # vars(): no recursion before __init__ set it
+    settings = spec.settings if spec is not None else vars(estimator).get("settings")  # attach(): no spec
     if name == "enable_network_isolation" and settings is not None:  # a method in SDK v2
         isolated = bool(settings.get(name))
         return lambda: isolated

@@ -15,7 +15,7 @@ from sagemaker_tc.contract import ENV_CHANNEL_PREFIX
 from sagemaker_tc.errors import ChannelNotFoundError
 from sagemaker_tc.sdk.api_limits import limit_maximum
 from sagemaker_tc.sdk.inputs import channel_shape, check_data_source, is_channel_object, s3_uri_of
-from sagemaker_tc.sdk.local.process import local_path
+from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.settings_request import model_channel
 from sagemaker_tc.uris import s3_uri_problem
 

@@ -182,3 +182,26 @@ def _inductor_dir_reason(folder: str, *, local_process: bool) -> str | None:
     if local_process:
         return unwritable_reason(folder)
     return None
+
+
+def check_environment_limits(environment: Mapping[str, Any]) -> None:
+    """A ``local_process`` job's ``environment`` within CreateTrainingJob's limits, 512 characters per
+    name and per value, so a job that runs here runs on SageMaker unchanged. ``PATH`` is left out:
+    locally it must keep this machine's ``PATH`` (``arguments.check_local_process_path``), whose
+    length is the machine's.
+
+    Raises:
+        EstimatorArgumentError: a longer name or value (the message gives the length, never the value).
+    """
+    limit = contract.MAX_ENVIRONMENT_VALUE_CHARS
+    for name, value in environment.items():
+        if name == "PATH" or not isinstance(name, str) or not isinstance(value, str):
+            continue
+        for part, text in (("name", name), ("value", value)):
+            if len(text) > limit:
+                shown = f"{name[:40]!r}... ({len(name)} characters)" if part == "name" else repr(name)
+                raise EstimatorArgumentError(
+                    f"environment variable {shown}: its {part} is {len(text)} characters; SageMaker training jobs "
+                    f"take names and values of at most {limit}, and local_process keeps to that so the job runs on "
+                    "SageMaker unchanged; put a long value in a file in source_dir and pass the file's name"
+                )

@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import TextIO
 
 from sagemaker_tc.sdk import _internals, job_status
+from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.local import docker as local_docker
 from sagemaker_tc.sdk.local.hosts import MAX_RUNTIME_PREFIX
-from sagemaker_tc.sdk.local.process import LocalJobResult, local_path
+from sagemaker_tc.sdk.local.process import LocalJobResult
 from sagemaker_tc.sdk.local.stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
 

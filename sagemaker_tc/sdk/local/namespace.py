@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlparse
 from sagemaker_tc import contract
 from sagemaker_tc.errors import EstimatorArgumentError, OptMlNotMappedWarning, OptMlUnavailableError
 from sagemaker_tc.paths import unwritable_reason
-from sagemaker_tc.sdk.local.checkpoints import is_synced_locally
+from sagemaker_tc.sdk.job_paths import is_synced_locally
 from sagemaker_tc.sdk.local.hosts import HostCommand
 from sagemaker_tc.sdk.request import TrainingJobRequest
 from sagemaker_tc.warn import warn_user

@@ -17,18 +17,18 @@ import os
 import sys
 import tarfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
-from urllib.parse import unquote, urlparse
+from typing import TextIO
 
 from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError, JobArtifactsError
 from sagemaker_tc.paths import space_note, tree_bytes
+from sagemaker_tc.sdk.job_paths import is_synced_locally, local_path, relation
 from sagemaker_tc.sdk.local import namespace as job_namespace
-from sagemaker_tc.sdk.local.checkpoints import checkpoint_sync, is_synced_locally, relation
+from sagemaker_tc.sdk.local.checkpoints import checkpoint_sync
 from sagemaker_tc.sdk.local.hosts import HostCommand, LastException, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.local.stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
@@ -48,22 +48,6 @@ _NO_FAILURE_FILE = "the training process exited with code {code} and wrote no ou
 # the job (TrainingCompilerConfig.hang_grace_s, or SM_TC_HANG_GRACE_S in the job's environment, win).
 LOCAL_PROCESS_HANG_GRACE_S = 120
 _TOOLKIT_COMMAND = "from sagemaker_training.cli.train import main; main()"
-
-
-def local_path(uri: str) -> Path:
-    """A ``file://`` URI or a plain path, as an absolute path.
-
-    Raises:
-        EstimatorArgumentError: any other URI scheme (``s3://`` needs the cloud path).
-    """
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.netloc + parsed.path)).resolve()
-    if parsed.scheme in ("", None) or len(parsed.scheme) == 1:  # plain path (or a Windows drive letter)
-        return Path(uri).expanduser().resolve()
-    raise EstimatorArgumentError(
-        f"{uri!r}: local modes ('local_process', 'local', 'local_gpu') read local paths or file:// URIs only"
-    )
 
 
 @dataclass(frozen=True)
@@ -95,29 +79,6 @@ class LocalJobResult:
     duration_seconds: float
     host_dirs: dict[str, Path] = field(default_factory=dict)
     secondary_status: str | None = None
-
-
-def check_environment_limits(environment: Mapping[str, Any]) -> None:
-    """A ``local_process`` job's ``environment`` within CreateTrainingJob's limits, 512 characters per
-    name and per value, so a job that runs here runs on SageMaker unchanged. ``PATH`` is left out:
-    locally it must keep this machine's ``PATH`` (``arguments.check_local_process_path``), whose
-    length is the machine's.
-
-    Raises:
-        EstimatorArgumentError: a longer name or value (the message gives the length, never the value).
-    """
-    limit = contract.MAX_ENVIRONMENT_VALUE_CHARS
-    for name, value in environment.items():
-        if name == "PATH" or not isinstance(name, str) or not isinstance(value, str):
-            continue
-        for part, text in (("name", name), ("value", value)):
-            if len(text) > limit:
-                shown = f"{name[:40]!r}... ({len(name)} characters)" if part == "name" else repr(name)
-                raise EstimatorArgumentError(
-                    f"environment variable {shown}: its {part} is {len(text)} characters; SageMaker training jobs "
-                    f"take names and values of at most {limit}, and local_process keeps to that so the job runs on "
-                    "SageMaker unchanged; put a long value in a file in source_dir and pass the file's name"
-                )
 
 
 def toolkit_host(job_dir: Path, host: str) -> HostCommand:

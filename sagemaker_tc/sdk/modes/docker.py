@@ -5,14 +5,21 @@ from __future__ import annotations
 import sys
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc.sdk.channels import estimator_channels
+from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.local.docker import check_docker
 from sagemaker_tc.sdk.local.docker_job import DockerJob
 from sagemaker_tc.sdk.local.job import LocalJob
-from sagemaker_tc.sdk.request import TrainingJobRequest, with_submit_directory
+from sagemaker_tc.sdk.modes.request import request_for
+from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name, with_submit_directory
 from sagemaker_tc.sdk.source import SourceSpec, staged_archive
 
-__all__ = ["check_docker", "region_for_local", "run"]
+if TYPE_CHECKING:
+    from sagemaker_tc.sdk.spec import EstimatorSpec
+
+__all__ = ["check_docker", "region_for_local", "run", "start"]
 
 
 def region_for_local() -> str:
@@ -20,6 +27,25 @@ def region_for_local() -> str:
     import boto3
 
     return boto3.session.Session().region_name or "us-east-1"
+
+
+def start(spec: EstimatorSpec, inputs: Any, *, job_name: str | None, wait: bool, logs: bool) -> LocalJob:
+    """Check the inputs and Docker, build the request and :func:`run` it under the spec's local ``output_path``.
+
+    Raises:
+        ChannelNotFoundError: an input is missing or has a bad name.
+        DockerNotAvailableError: no docker CLI, engine or compose (checked before any code is staged).
+        UnsupportedImageError: no stock DLC for the versions (without ``image_uri``).
+    """
+    channels = estimator_channels(spec, inputs, cloud=False)
+    check_docker()  # before any work: a clear error when Docker is missing
+    image_uri = spec.image_uri or spec.image_for(region_for_local())
+    job_name = job_name or make_job_name(spec.base_job_name)
+    output = local_path(spec.output_path)
+    request = request_for(spec, job_name, channels, image_uri=image_uri, output_path=output.as_uri())
+    return run(
+        request, spec.source, inject_launcher=spec.compiler_enabled, job_dir=output / job_name, wait=wait, logs=logs
+    )
 
 
 def run(
@@ -31,7 +57,7 @@ def run(
     A failed or stopped job raises nothing here: ``job.wait()`` says how it ended.
 
     Args:
-        request: the job's request, built by the estimator (its submit directory is set here); the
+        request: the job's request (:func:`.request.request_for`; its submit directory is set here); the
             caller has run :func:`check_docker` before building it.
         inject_launcher: ship the compiler's launcher with the code (the compiler is on).
         job_dir: ``<output_path>/<job name>``, which must not exist yet.

@@ -1,16 +1,16 @@
 """``ml.*`` instance types: a SageMaker training job, created through sagemaker-core.
 
 :func:`prepare` does every check and look-up a job and a pipeline step share (role, session,
-region, image, job name, bucket) before anything is uploaded, from the estimator's values
-(:class:`CloudArguments`); the estimator then builds the request, and :func:`start` uploads the
-source and creates the job.
+region, image, job name, bucket) before anything is uploaded, from the checked spec's values
+(:class:`CloudArguments`); :func:`sagemaker_tc.sdk.modes.run` then builds the request and either
+:func:`start` uploads the source and creates the job, or the Pipelines step takes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemaker.core.helper.pipeline_variable import PipelineVariable
 from sagemaker.core.workflow.pipeline_context import PipelineSession
@@ -24,10 +24,13 @@ from sagemaker_tc.sdk.job_settings import JobSettings
 from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name, with_submit_directory
 from sagemaker_tc.sdk.source import SourceSpec, archive_digest, staged_archive
 
+if TYPE_CHECKING:
+    from sagemaker_tc.sdk.spec import EstimatorSpec
+
 
 @dataclass(frozen=True)
 class CloudArguments:
-    """The estimator's values a cloud job (or pipeline step) reads, all checked at construction.
+    """The values a cloud job (or pipeline step) reads, all checked when the estimator was built.
 
     Attributes:
         role: the IAM role (checked here: a cloud job needs one).
@@ -58,6 +61,26 @@ class CloudArguments:
     instance_count: Any = 1
     max_run: Any = None
     environment: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, spec: EstimatorSpec, session: cloud.SageMakerSession | None) -> CloudArguments:
+        """The values of ``spec`` a cloud job reads (``session``: the estimator's, None: a default one)."""
+        return cls(
+            role=spec.role,
+            session=session,
+            instance_type=spec.instance_type,
+            instance_count=spec.instance_count,
+            max_run=spec.max_run,
+            environment=spec.environment,
+            hyperparameters=spec.hyperparameters(),
+            output_path=spec.output_path,
+            base_job_name=spec.base_job_name,
+            code_location=spec.code_location,
+            settings=spec.settings,
+            image_for_region=spec.image_for,
+            source=spec.source,
+            inject_launcher=spec.compiler_enabled,
+        )
 
 
 @dataclass(frozen=True)
@@ -183,7 +206,7 @@ def upload_source(
     """Upload ``sourcedir.tar.gz``; returns ``request`` pointed at it.
 
     Args:
-        request: the job's request, built by the estimator from ``target``.
+        request: the job's request, built from ``target``.
         content_named: upload under ``<base_job_name>/code/<sha256 of the archive>`` (pipeline
             definitions: the same code gives the same URI), else under ``<job name>/source`` (SDK v2's
             layout); both under ``code_location``'s prefix when it is given.

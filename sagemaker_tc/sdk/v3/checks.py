@@ -30,7 +30,7 @@ from sagemaker_tc.errors import (
     SourceNotFoundError,
     UnsupportedInstanceTypeError,
 )
-from sagemaker_tc.sdk import arguments
+from sagemaker_tc.sdk import arguments, folder_checks
 from sagemaker_tc.sdk.api_limits import check_limit
 from sagemaker_tc.sdk.hyperparameters import (
     MAX_KEY_CHARS,
@@ -40,8 +40,8 @@ from sagemaker_tc.sdk.hyperparameters import (
     encode_value,
 )
 from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.job_paths import check_container_folder
 from sagemaker_tc.sdk.job_settings import check_tags
-from sagemaker_tc.sdk.local.checkpoints import check_container_folder
 from sagemaker_tc.sdk.request import make_job_name
 from sagemaker_tc.sdk.source_tree import SourceEntry, marked_job_folders, source_entries
 from sagemaker_tc.sdk.v3.driver import TrainingCompilerDriver
@@ -369,7 +369,7 @@ def _tag_dict(tag: Any) -> dict[str, Any]:
 
 def check_checkpoint_config(checkpoint_config: Any, kind: InstanceKind, *, output_path: Any, source_dir: Any) -> None:
     """``CheckpointConfig`` checked as the estimators check ``checkpoint_s3_uri``/``checkpoint_local_path``
-    (:func:`sagemaker_tc.sdk.arguments.check_checkpoints`).
+    (:func:`sagemaker_tc.sdk.folder_checks.check_checkpoints`).
 
     Args:
         checkpoint_config: ``ModelTrainer.checkpoint_config`` (None: nothing to check).
@@ -393,7 +393,7 @@ def check_checkpoint_config(checkpoint_config: Any, kind: InstanceKind, *, outpu
         return
     source = _text(source_dir)
     local_source = source and not source.startswith("s3://") and Path(source).expanduser().is_dir()
-    arguments.check_checkpoints(
+    folder_checks.check_checkpoints(
         uri,
         folder,
         cloud=kind in arguments.CLOUD_KINDS,
@@ -405,7 +405,7 @@ def check_checkpoint_config(checkpoint_config: Any, kind: InstanceKind, *, outpu
 
 def check_cache_apart(cache: Any, local_container_root: Any, checkpoint_config: Any, source_code: Any) -> None:
     """A ``local_process`` trainer's local ``compiler_config.cache`` apart from its job folders, as the
-    estimators check theirs (:func:`sagemaker_tc.sdk.arguments.check_cache_apart`).
+    estimators check theirs (:func:`sagemaker_tc.sdk.folder_checks.check_cache_apart`).
 
     Raises:
         EstimatorArgumentError: the cache is or holds ``local_container_root`` or ``source_dir``, or
@@ -413,7 +413,7 @@ def check_cache_apart(cache: Any, local_container_root: Any, checkpoint_config: 
     """
     source = _text(getattr(source_code, "source_dir", None))
     local_source = source and not source.startswith("s3://") and Path(source).expanduser().is_dir()
-    arguments.check_cache_apart(
+    folder_checks.check_cache_apart(
         _text(cache),
         output_path=_text(local_container_root),
         checkpoint_uri=_text(getattr(checkpoint_config, "s3_uri", None)),

@@ -40,9 +40,9 @@ from sagemaker_tc.errors import (
 from sagemaker_tc.sdk import _internals, arguments, job_status
 from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
-from sagemaker_tc.sdk.job_environment import check_job_variables
+from sagemaker_tc.sdk.job_environment import check_environment_limits, check_job_variables
 from sagemaker_tc.sdk.local import docker as local_docker
-from sagemaker_tc.sdk.local.process import LocalJobResult, check_environment_limits
+from sagemaker_tc.sdk.local.process import LocalJobResult
 from sagemaker_tc.sdk.v3 import checks
 
 _SECRET_ARGUMENTS = ("environment", "hyperparameters")
