@@ -10,6 +10,7 @@ Each reads the job itself (DescribeTrainingJob), so an estimator made by ``attac
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from typing import Any
 
@@ -114,8 +115,22 @@ NOT_OFFERED = {
         "a running SageMaker job's remote debugging changes with sagemaker-core's TrainingJob.get(name)"
         ".update(remote_debug_config=RemoteDebugConfigForUpdate(enable_remote_debug=False))"
     ),
+    "enable_remote_debug()": (
+        "a running SageMaker job's remote debugging changes with sagemaker-core's TrainingJob.get(name)"
+        ".update(remote_debug_config=RemoteDebugConfigForUpdate(enable_remote_debug=True)); pass "
+        "enable_remote_debug=True when building the estimator for a new job"
+    ),
     "get_app_url": "open the job's TensorBoard or profiler report from the SageMaker console",
     "get_session_chaining_config": f"the job's value is {_DESCRIBE}.get('SessionChainingConfig')",
+    "code_uri": (
+        f"the code's S3 archive is the job's sagemaker_submit_directory hyperparameter: {_DESCRIBE}['HyperParameters']"
+    ),
+    "code_channel_name": (
+        "the code reaches the job through its sagemaker_submit_directory hyperparameter, not a channel"
+    ),
+    "debugger_rule_configs": f"the job's rules as sent are {_DESCRIBE}.get('DebugRuleConfigurations')",
+    "collection_configs": f"the job's tensor collections as sent are {_DESCRIBE}.get('DebugHookConfig')",
+    "training_image_config": f"the job's value is {_DESCRIBE}['AlgorithmSpecification'].get('TrainingImageConfig')",
 }
 
 
@@ -132,12 +147,19 @@ def sdk_v2_member(estimator: Any, name: str) -> Any:
     """
     spec = vars(estimator).get("spec")  # vars(): no recursion before __init__ set it
     settings = spec.settings if spec is not None else vars(estimator).get("settings")  # attach(): no spec
+    if name == "enable_remote_debug" and settings is not None:  # a method in SDK v2: refused when called
+        return functools.partial(_not_offered, type(estimator).__name__, "enable_remote_debug()")
     if name == "enable_network_isolation" and settings is not None:  # a method in SDK v2
         isolated = bool(settings.get(name))
         return lambda: isolated
     if name in SETTING_NAMES and settings is not None:
         return settings.get(name)
     cls = type(estimator).__name__
-    if name in NOT_OFFERED:
-        raise MemberNotOfferedError(f"{cls}.{name} (SDK v2's) is not offered by sagemaker-tc: {NOT_OFFERED[name]}")
+    if name in NOT_OFFERED:  # a method's entry ends in "()": its name is the attribute read above
+        _not_offered(cls, name)
     raise AttributeError(f"{cls!r} object has no attribute {name!r}")
+
+
+def _not_offered(cls: str, name: str, *args: Any, **kwargs: Any) -> None:
+    """Raise :class:`MemberNotOfferedError` for SDK v2's ``name`` on ``cls`` (see :data:`NOT_OFFERED`)."""
+    raise MemberNotOfferedError(f"{cls}.{name} (SDK v2's) is not offered by sagemaker-tc: {NOT_OFFERED[name]}")

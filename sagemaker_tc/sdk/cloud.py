@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.errors import EstimatorArgumentError, MemberNotOfferedError
 from sagemaker_tc.sdk import job_status
 from sagemaker_tc.sdk.request import TrainingJobRequest, check_job_name
 
@@ -167,6 +167,26 @@ class CloudJob:
     def model_data(self) -> str | None:
         """S3 URI of ``model.tar.gz`` once the job ended with one, else None."""
         return self.describe().get("ModelArtifacts", {}).get("S3ModelArtifacts")
+
+    @property
+    def sagemaker_session(self) -> SageMakerSession:
+        """SDK v2's name for :attr:`session`."""
+        return self.session
+
+    def update_profiler(self, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's: refused (:class:`~sagemaker_tc.errors.MemberNotOfferedError`), with the sagemaker-core call."""
+        raise MemberNotOfferedError(
+            "latest_training_job.update_profiler() (SDK v2's) is not offered by sagemaker-tc: a running job's "
+            "profiler changes with sagemaker-core's TrainingJob.get(name).update(profiler_config=...)"
+        )
+
+    @classmethod
+    def start_new(cls, *args: Any, **kwargs: Any) -> None:
+        """SDK v2's: refused (:class:`~sagemaker_tc.errors.MemberNotOfferedError`): ``estimator.fit()`` starts jobs."""
+        raise MemberNotOfferedError(
+            "latest_training_job.start_new() (SDK v2's) is not offered by sagemaker-tc: estimator.fit(wait=False) "
+            "starts a new job"
+        )
 
     def rule_job_summary(self) -> list[dict[str, Any]]:
         """SDK v2's: the job's Debugger and profiler rule evaluations as DescribeTrainingJob lists

@@ -342,6 +342,7 @@ for _name in (
     *("checkpoint_s3_uri", "checkpoint_local_path", "settings", "code_location"),
 ):
     setattr(_FrameworkEstimator, _name, SpecAttribute(_name, name=_name))
+_FrameworkEstimator.metric_definitions = SpecAttribute("metrics", name="metric_definitions")
 
 
 class HuggingFace(_FrameworkEstimator):
