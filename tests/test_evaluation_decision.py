@@ -232,10 +232,10 @@ def test_evaluation_runs_compiled_only_under_the_plan_it_was_shown_to_pay_for(pl
     sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
     runtime_ = current_session().runtime
     model.eval()
-    assert runtime_._variant(model) == evaluation.EAGER
+    assert runtime_.calls.variant(model) == evaluation.EAGER
     runtime_.evaluation.compiled_plan = "regional"  # as a paying decision sets it
-    assert runtime_._variant(model) == "dynamic"
+    assert runtime_.calls.variant(model) == "dynamic"
     runtime_.eval_eager.add("regional")  # a compiled evaluation call of it failed
-    assert runtime_._variant(model) == evaluation.EAGER
+    assert runtime_.calls.variant(model) == evaluation.EAGER
     runtime_.evaluation.choice = {"runs": "compiled", "reason": "compiled: it pays"}
     assert runtime_.evaluation_report()["runs"] == "eager"

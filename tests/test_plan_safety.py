@@ -213,24 +213,24 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
     explicit.attach(model, TrainingCompilerConfig(plan="step", baseline_steps=0))
     assert set(explicit._functions["step"].variants) == {"dynamic", "static", "captured"}
     explicit.shapes.set_padding(True)  # bucketed training batches
-    explicit._before_model_call(model, (), batch(0, length=12))  # a training call, padded to its bucket
-    assert explicit._variant(model) == "static"  # accumulation not known yet (a plain loop's first step)
+    explicit.calls.before_call(model, (), batch(0, length=12))  # a training call, padded to its bucket
+    assert explicit.calls.variant(model) == "static"  # accumulation not known yet (a plain loop's first step)
     explicit.set_accumulation(1)
-    assert explicit._variant(model) == "captured"
+    assert explicit.calls.variant(model) == "captured"
     explicit.set_accumulation(2)  # gradient accumulation
-    assert explicit._variant(model) == "static"
+    assert explicit.calls.variant(model) == "static"
     explicit.set_accumulation(1)
     model.eval()
-    assert explicit._variant(model) == "eager"  # evaluation: eager until compiling it pays
+    assert explicit.calls.variant(model) == "eager"  # evaluation: eager until compiling it pays
     explicit.evaluation.compiled_plan = "step"  # as a paying evaluation decision sets it
-    assert explicit._variant(model) == "dynamic"  # never captured, never static
+    assert explicit.calls.variant(model) == "dynamic"  # never captured, never static
     model.train()
     explicit.shapes.set_padding(False)  # changing shapes
-    explicit._before_model_call(model, (), batch(0, length=12))
-    assert explicit._variant(model) == "dynamic"
+    explicit.calls.before_call(model, (), batch(0, length=12))
+    assert explicit.calls.variant(model) == "dynamic"
     explicit.shapes.set_padding(True)
-    explicit._before_model_call(model, (), {"input_ids": batch(0)["input_ids"]})  # no mask: never padded
-    assert explicit._variant(model) == "dynamic"
+    explicit.calls.before_call(model, (), {"input_ids": batch(0)["input_ids"]})  # no mask: never padded
+    assert explicit.calls.variant(model) == "dynamic"
     optimizer = torch.optim.AdamW(model.parameters())
     explicit.track_optimizer(optimizer)
     assert explicit.optimizer_kind == "fused" and optimizer.param_groups[0]["fused"] is True

@@ -94,7 +94,7 @@ def decide(inputs: EvalInputs) -> dict[str, Any]:
 
 def expected_graphs(shapes: set[tuple], dynamic: bool | None) -> int:
     """Graphs dynamo compiles for calls with these distinct input ``shapes``
-    (``runtime._shape_signature``s): one per shape with ``dynamic=False``; one with ``dynamic=True``;
+    (:func:`~.calls.shape_signature`): one per shape with ``dynamic=False``; one with ``dynamic=True``;
     with automatic dynamic shapes (None), one for the first shape and one more for each dimension
     that took another size (dynamo recompiles once and keeps it dynamic; dimensions of several
     tensors that always change together, a batch's length in its ids and its mask, count once), at

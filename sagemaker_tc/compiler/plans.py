@@ -150,6 +150,16 @@ class PlanSlots:
             _internals.set_compiled_call(module, None)
 
 
+@dataclass
+class Attached:
+    """A model a runtime attached: the slots each prepared plan fills on it, and the hooks on it."""
+
+    model: Any
+    slots: dict[str, PlanSlots]
+    hook: Any = None  # the forward pre-hook while the model itself is not compiled
+    after_hook: Any = None  # the forward hook that ends an evaluation call (every plan)
+
+
 def plan_modules(model: torch.nn.Module, plan: str) -> list[torch.nn.Module]:
     """The modules ``plan`` compiles on ``model``: the repeated blocks (``regional``, and ``auto``,
     whose cheapest plan it is; the whole model when it has none), the model itself (``model``,
