@@ -157,7 +157,7 @@ def test_a_trainer_job_under_a_compiled_plan_evaluates_eager_when_compiling_does
     runs, the projection (from this job's own timings) does not pay on this CPU, so no evaluation
     run compiles a graph, and the eval losses are the eager job's."""
     choices = []
-    monkeypatch.setattr(runtime, "decide", lambda given: choices.append(decide(given)) or choices[-1])
+    monkeypatch.setattr(evaluation, "decide", lambda given: choices.append(decide(given)) or choices[-1])
     config = TrainingCompilerConfig(plan="regional", baseline_steps=2)  # trial measured at step 8 (2 + 6)
     report, losses, eval_compiles = trainer_job(tmp_path / "regional", config)
     _, eager_losses, _ = trainer_job(tmp_path / "eager", TrainingCompilerConfig(enabled=False))

@@ -5,7 +5,7 @@ place and lazily, each with its own recompile budget) and starts the job's ``Sch
 optimizer step the schedule may name another plan, and the runtime installs it (:meth:`_activate`):
 its compiled calls in their slots, the optimizer's update for ``step``, bucket padding (compiled only).
 
-Every compiled callable is guarded (module slots by :class:`~.plans.GuardedCall`, the step plan's update by
+Every compiled callable is guarded (module slots by :class:`~.plan_call.GuardedCall`, the step plan's update by
 :class:`~.optimizers.StepPlanOptimizer`): a call that raises is rerun eagerly; if eager works the plan failed
 (:meth:`CompilerRuntime.plan_failed`) and never runs again in the job, which steps back to a safer plan
 (:mod:`.failures`), or under ``policy="strict"`` raises :class:`CompilerError` naming it (an out-of-memory
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +24,9 @@ from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import history, known_wrong, planner, sharding
 from sagemaker_tc.compiler.calls import ModelCalls, RuntimeView
 from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
-from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls, decide, expected_graphs
-from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
-from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
+from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls
+from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory, judge
+from sagemaker_tc.compiler.optimizers import StepOptimizers
 from sagemaker_tc.compiler.plan_call import PlanFunctions, plan_functions
 from sagemaker_tc.compiler.plans import (
     Attached,
@@ -44,7 +43,6 @@ from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import CompilerError
 
 if TYPE_CHECKING:
     import torch
@@ -74,19 +72,14 @@ class CompilerRuntime:
         self.device = self.device_name = "cpu"  # the model's, read at its first training call (_check_device)
         self.model_device: Any = None  # its torch.device: the step timer's events and the ranks' agreement
         self._device_seen = False
-        self.optimizer_kind: str | None = None
         self.compiles_since: DynamoMark | None = None  # the session's mark: count dynamo's work after it
         self._job_length: tuple[int | None, str] = (None, "unknown")
         self._attached: list[Attached] = []
-        self._optimizers: weakref.WeakSet = weakref.WeakSet()
-        self._optimizer_plans: dict[int, StepPlanOptimizer] = {}
         self._functions: dict[str, PlanFunctions] = {}
         self.recompile_budgets: dict[str, int] = {}
         self.failed = PlanFailures()
-        self.eval_eager: set[str] = set()  # plans whose evaluation calls failed compiled: evaluation runs eager
         self.evaluation = EvaluationCalls(device=lambda: self.model_device)  # eager unless compiling it pays
         self._compiled_calls = [0]  # compiled calls under way (GuardedCall.running)
-        self._skipped_counters: list[StepPlanOptimizer] = []
         self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file (resume_with)
         self.plan_end_listeners: list[Callable[[str], None]] = []  # called with a plan that ends, before it does
         view = RuntimeView(
@@ -96,6 +89,18 @@ class CompilerRuntime:
             evaluation_ended=self.evaluation.end_call, evaluates_compiled=self._evaluates_compiled,
         )  # fmt: skip
         self.calls = ModelCalls(view)  # each call of an attached model: padding, variant, listeners
+        compile_update = lambda: bool(self.config is not None and self.config.compile_optimizer)  # noqa: E731
+        self.optimizers = StepOptimizers(self.plan_failed, compile_update)  # what the step plan does to them
+
+    @property
+    def optimizer_kind(self) -> str | None:
+        """The step plan's update (``"fused"``, ``"compiled"``, ``"as built"``; None: it never ran)."""
+        return self.optimizers.kind
+
+    @property
+    def eval_eager(self) -> set[str]:
+        """Plans whose compiled evaluation calls failed: evaluation runs eager under them."""
+        return self.evaluation.eager_plans
 
     @property
     def whole_step_recorded(self) -> bool:
@@ -119,7 +124,7 @@ class CompilerRuntime:
         Raises:
             Exception: whatever preparing the plans raised (a model whose parameters cannot be read).
         """
-        restore, known = snapshot(self, self.calls), len(self._attached)
+        restore, known = snapshot(self, self.calls, self.optimizers), len(self._attached)
         try:
             return self._attach(model, config)
         except BaseException:
@@ -181,13 +186,7 @@ class CompilerRuntime:
 
     def track_optimizer(self, optimizer: Any) -> None:
         """Remember an optimizer the job steps (the ``step`` plan switches its update)."""
-        from sagemaker_tc.compiler.optimizers import is_torch_optimizer, unwrap
-
-        inner = unwrap(optimizer)
-        if is_torch_optimizer(inner) and inner not in self._optimizers:
-            self._optimizers.add(inner)
-            if self.active == "step":
-                self._enter_step_optimizer(inner)
+        self.optimizers.track(optimizer, step_runs=self.active == "step")
 
     def set_job_length(self, steps: int | None, source: str) -> None:
         """The job's optimizer steps in all (``Trainer``'s ``max_steps``, ``expected_steps``)."""
@@ -289,10 +288,9 @@ class CompilerRuntime:
 
     # -- evaluation ---------------------------------------------------------------------------------
     def _evaluates_compiled(self) -> bool:
-        """Evaluation calls run the active plan's compiled variant: compiling them was shown to pay
-        under this plan (:meth:`end_evaluation_run`) and no compiled evaluation call of it failed."""
-        plan = self.active
-        return self.evaluation.compiled_plan == plan and plan not in self.eval_eager
+        """Evaluation calls run the active plan's compiled variant
+        (:meth:`~.evaluation.EvaluationCalls.runs_compiled`)."""
+        return self.evaluation.runs_compiled(self.active)
 
     def set_evaluation_runs(self, runs: int | None, source: str) -> None:
         """The evaluation runs the job makes in all (a ``Trainer``'s, from its evaluation strategy;
@@ -301,47 +299,18 @@ class CompilerRuntime:
 
     def end_evaluation_run(self) -> None:
         """An evaluation run ended (the first training call after evaluation calls, or the
-        ``Trainer``'s ``on_evaluate``): while evaluation runs eager under a compiled plan, decide
-        again whether compiling it pays (:func:`~.evaluation.decide`) and switch when it does."""
-        if not self.evaluation.end_run() or self._evaluates_compiled():
-            return
-        plan = self.active
-        if plan == planner.EAGER:
-            self.evaluation.choice = {"runs": "eager", "reason": "eager: training runs no compiled plan"}
-            return
-        choice = decide(self._evaluation_inputs(plan))
-        self.evaluation.choice = choice
-        if choice["runs"] == "compiled":
-            self.evaluation.compiled_plan = plan
-            logger.info("COMPILE PLAN: evaluation runs %s from now on, %s", plan, choice["reason"])
-        else:
-            logger.info("Compiler: evaluation stays eager under %s: %s", plan, choice["reason"])
+        ``Trainer``'s ``on_evaluate``): decide again whether compiling it pays under the active plan
+        (:meth:`~.evaluation.EvaluationCalls.end_run_under`)."""
+        self.evaluation.end_run_under(self.active, lambda plan: self._evaluation_inputs(plan))
 
     def _evaluation_inputs(self, plan: str) -> EvalInputs:
-        """What the evaluation decision under ``plan`` is made from, as measured in this job so far
-        (:class:`~.evaluation.EvalInputs`; None where not measured)."""
+        """What the evaluation decision under ``plan`` is made from, as measured in this job so far."""
         measured = self.schedule.measured if self.schedule is not None else {}
-        eager, ours = measured.get(planner.EAGER), measured.get(plan)
-        speedup = per_compile = None
-        if eager is not None and ours is not None and eager.steady_step_seconds and ours.steady_step_seconds:
-            speedup = eager.steady_step_seconds / ours.steady_step_seconds
-        if ours is not None and ours.compiling_steps > 0:
-            per_compile = ours.compile_seconds / ours.compiling_steps
-        dynamic = self.config.dynamic if self.config is not None else None
-        return EvalInputs(
-            plan=plan,
-            remaining_calls=self.evaluation.remaining_calls(),
-            eager_call_seconds=self.evaluation.eager_call_seconds(),
-            training_speedup=speedup,
-            graphs=expected_graphs(self.evaluation.shapes, dynamic),
-            seconds_per_compile=per_compile,
-        )
+        return self.evaluation.inputs_for(plan, measured, self.config.dynamic if self.config is not None else None)
 
     def evaluation_report(self) -> dict[str, Any]:
-        """The report's ``plan_decision.evaluation``: how evaluation runs (``eager`` or ``compiled``),
-        why, and the figures it was decided on (:meth:`~.evaluation.EvaluationCalls.report`)."""
-        failed = self.evaluation.compiled_plan is not None and self.evaluation.compiled_plan in self.eval_eager
-        return self.evaluation.report(compiled_failed=failed)
+        """The report's ``plan_decision.evaluation`` (:meth:`~.evaluation.EvaluationCalls.summary`)."""
+        return self.evaluation.summary()
 
     # -- activation ---------------------------------------------------------------------------------
     def _activate(self, plan: str) -> None:
@@ -357,21 +326,8 @@ class CompilerRuntime:
             self.calls.set_pre_hook(attached, enabled=not whole)
         if self.shapes is not None:  # before the optimizer: CUDA graphs need the static shapes it sets
             self.shapes.set_padding(plan != planner.EAGER)
-        if plan == "step" and self.active != "step":
-            for optimizer in list(self._optimizers):
-                self._enter_step_optimizer(optimizer)
-        elif plan != "step" and self.active == "step":
-            for state in self._optimizer_plans.values():
-                state.restore()
-            self._optimizer_plans.clear()
+        self.optimizers.switch(self.active, plan)
         self.active = plan
-
-    def _enter_step_optimizer(self, optimizer: Any) -> None:
-        state = StepPlanOptimizer(optimizer, on_failure=self.plan_failed)
-        compile_update = bool(self.config is not None and self.config.compile_optimizer)
-        self.optimizer_kind = state.enter(compile_update=compile_update)
-        self._optimizer_plans[id(optimizer)] = state
-        self._skipped_counters.append(state)
 
     def set_accumulation(self, forwards: int) -> None:
         """Gradient accumulation is known: ``forwards`` training forwards per optimizer step
@@ -408,11 +364,8 @@ class CompilerRuntime:
             CompilerError: under ``policy="strict"`` for a compiler failure, naming the plan, with
                 ``error`` as the cause.
         """
-        out_of_memory = is_out_of_memory(error)
-        reason = error_summary(error)
-        if not out_of_memory and self.config is not None and self.config.policy == "strict":
-            raise CompilerError(f"plan {plan!r} failed and policy='strict' does not fall back: {reason}") from error
-        self._end_plan(plan, "out_of_memory" if out_of_memory else "compiler_error", reason)
+        strict = self.config is not None and self.config.policy == "strict"
+        self._end_plan(plan, *judge(plan, error, strict=strict))
 
     def _end_plan(self, plan: str, kind: str, reason: str) -> None:
         """``plan`` never runs again in this job: record it (``kind``), invalidate its measurements,
@@ -445,15 +398,7 @@ class CompilerRuntime:
         if strict or is_out_of_memory(error):
             self.plan_failed(plan, error)
             return
-        if plan not in self.eval_eager:
-            self.eval_eager.add(plan)
-            logger.warning(
-                "COMPILE PLAN: %s failed in an evaluation call (%s); evaluation runs eager from now on, "
-                "training keeps %s",
-                plan,
-                error_summary(error),
-                plan,
-            )
+        self.evaluation.compiled_call_failed(plan, error_summary(error))
 
     def backward_failed(self, plan: str, error: BaseException) -> str:
         """``plan``'s compiled backward raised in ``loss.backward()`` (:mod:`.backward`): end it as
@@ -530,7 +475,7 @@ class CompilerRuntime:
     def optimizer_steps_skipped(self) -> int:
         """Optimizer steps the step plan's guard could not compute (their gradients were overwritten
         by a CUDA graph replay; :class:`~.optimizers.StepPlanOptimizer`)."""
-        return sum(state.skipped_steps for state in self._skipped_counters)
+        return self.optimizers.steps_skipped()
 
     def compiled_graphs(self) -> DynamoStats:
         """What was compiled, for the report's ``graphs``, ``recompiles`` and graph breaks: dynamo's
