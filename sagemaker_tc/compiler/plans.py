@@ -36,11 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
 from sagemaker_tc.compiler import planner
-from sagemaker_tc.compiler.plan_call import GuardedCall
-from sagemaker_tc.compiler.regions import find_repeated_blocks
+from sagemaker_tc.compiler.plan_call import GuardedCall, PlanFunctions, plan_functions
+from sagemaker_tc.compiler.regions import CompiledRegions, find_repeated_blocks
 
 if TYPE_CHECKING:
     import torch
+
+    from sagemaker_tc.config import TrainingCompilerConfig
 
 
 @dataclass
@@ -134,6 +136,94 @@ def build_slots(
         call = GuardedCall(module, plan, functions, select, on_failure, before, on_eval_failure, running)
         slots.calls.append(call)
     return slots
+
+
+@dataclass
+class PlanHooks:
+    """What a plan's guarded calls are handed (:class:`~.plan_call.GuardedCall`): ``select(module)`` names
+    a call's variant, ``on_failure``/``on_eval_failure(plan, error)`` end a plan or its compiled
+    evaluation, ``before_call(module, args, kwargs)`` runs before a call of a whole compiled model."""
+
+    select: Callable[[Any], str]
+    on_failure: Callable[[str, BaseException], None]
+    before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]]
+    on_eval_failure: Callable[[str, BaseException], None]
+
+
+class ModelPlans:
+    """The attached models and the compile plans prepared on each (compiled lazily, installed when
+    their plan runs): one set of compiled variants per plan, shared by every model, each with its own
+    recompile budget (:func:`~.plan_call.plan_functions`).
+
+    Args:
+        hooks: what every guarded call is handed.
+    """
+
+    def __init__(self, hooks: PlanHooks) -> None:
+        self.hooks = hooks
+        self.attached: list[Attached] = []
+        self.functions: dict[str, PlanFunctions] = {}
+        self.recompile_budgets: dict[str, int] = {}
+        self.running = [0]  # compiled calls under way (GuardedCall.running)
+
+    def add(self, model: Any, plans: Sequence[str], config: TrainingCompilerConfig) -> Attached:
+        """Attach ``model`` with ``plans`` prepared on it (nothing installed yet)."""
+        attached = Attached(model, {plan: self._slots(model, plan, config) for plan in plans})
+        self.attached.append(attached)
+        return attached
+
+    def prepare(self, plan: str, config: TrainingCompilerConfig | None) -> None:
+        """Prepare ``plan``'s slots on every attached model (lazily compiled) if not yet prepared."""
+        for attached in self.attached:
+            if plan not in attached.slots and config is not None:
+                attached.slots[plan] = self._slots(attached.model, plan, config)
+
+    def install(self, plan: str) -> list[tuple[Attached, bool]]:
+        """Fill ``plan``'s slots on every model and empty the others'. Returns each attached model
+        with whether ``plan`` compiles the whole of it."""
+        installed = []
+        for attached in self.attached:
+            for name, slots in attached.slots.items():
+                if name != plan:
+                    slots.uninstall()
+            if plan in attached.slots:
+                attached.slots[plan].install()
+            installed.append((attached, plan in attached.slots and attached.slots[plan].modules == [attached.model]))
+        return installed
+
+    def prepared(self) -> list[str]:
+        """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
+        return [plan for plan in planner.COMPILED_PLANS if any(plan in a.slots for a in self.attached)]
+
+    def models(self) -> list[Any]:
+        """The models attached, in order."""
+        return [attached.model for attached in self.attached]
+
+    def _slots(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
+        if plan not in self.functions:
+            functions = plan_functions(plan, len(plan_modules(model, plan)), config)
+            self.functions[plan], self.recompile_budgets[plan] = functions, functions.budget
+        hooks = self.hooks
+        return build_slots(
+            model,
+            plan,
+            self.functions[plan].compiled,
+            hooks.select,
+            hooks.on_failure,
+            hooks.before_call,
+            on_eval_failure=hooks.on_eval_failure,
+            running=self.running,
+        )
+
+
+def configured_regions(model: torch.nn.Module, plan: str) -> CompiledRegions:
+    """What ``plan`` compiles on ``model``, for the log and the report (``auto``: the ``regional``
+    plan's regions, the cheapest)."""
+    shown = plan if plan != "auto" else "regional"
+    regions = plan_modules(model, shown)
+    regional = shown == "regional" and regions[0] is not model
+    block_class = type(regions[0]).__name__ if regional else None
+    return CompiledRegions(regional=regional, block_class=block_class, num_regions=len(regions))
 
 
 def describe(

@@ -27,11 +27,10 @@ from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
 from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory, judge
 from sagemaker_tc.compiler.optimizers import StepOptimizers
-from sagemaker_tc.compiler.plan_call import PlanFunctions, plan_functions
 from sagemaker_tc.compiler.plans import (
-    Attached,
-    PlanSlots,
-    build_slots,
+    ModelPlans,
+    PlanHooks,
+    configured_regions,
     device_of,
     model_device,
     plan_leaf_modules,
@@ -74,12 +73,8 @@ class CompilerRuntime:
         self._device_seen = False
         self.compiles_since: DynamoMark | None = None  # the session's mark: count dynamo's work after it
         self._job_length: tuple[int | None, str] = (None, "unknown")
-        self._attached: list[Attached] = []
-        self._functions: dict[str, PlanFunctions] = {}
-        self.recompile_budgets: dict[str, int] = {}
         self.failed = PlanFailures()
         self.evaluation = EvaluationCalls(device=lambda: self.model_device)  # eager unless compiling it pays
-        self._compiled_calls = [0]  # compiled calls under way (GuardedCall.running)
         self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file (resume_with)
         self.plan_end_listeners: list[Callable[[str], None]] = []  # called with a plan that ends, before it does
         view = RuntimeView(
@@ -89,8 +84,15 @@ class CompilerRuntime:
             evaluation_ended=self.evaluation.end_call, evaluates_compiled=self._evaluates_compiled,
         )  # fmt: skip
         self.calls = ModelCalls(view)  # each call of an attached model: padding, variant, listeners
+        hooks = PlanHooks(self.calls.variant, self.plan_failed, self.calls.before_call, self.eval_failed)
+        self.models = ModelPlans(hooks)  # the attached models and the plans prepared on each
         compile_update = lambda: bool(self.config is not None and self.config.compile_optimizer)  # noqa: E731
         self.optimizers = StepOptimizers(self.plan_failed, compile_update)  # what the step plan does to them
+
+    @property
+    def recompile_budgets(self) -> dict[str, int]:
+        """Each prepared plan's recompile budget (:func:`~.plan_call.plan_functions`)."""
+        return self.models.recompile_budgets
 
     @property
     def optimizer_kind(self) -> str | None:
@@ -124,11 +126,11 @@ class CompilerRuntime:
         Raises:
             Exception: whatever preparing the plans raised (a model whose parameters cannot be read).
         """
-        restore, known = snapshot(self, self.calls, self.optimizers), len(self._attached)
+        restore, known = snapshot(self, self.calls, self.optimizers, self.models), len(self.models.attached)
         try:
             return self._attach(model, config)
         except BaseException:
-            for attached in self._attached[known:]:
+            for attached in self.models.attached[known:]:
                 for slots in attached.slots.values():
                     slots.uninstall()
                 self.calls.set_pre_hook(attached, enabled=False)
@@ -144,21 +146,14 @@ class CompilerRuntime:
             self.device, self.device_name = device_of(model)  # a first guess: the model may move before it trains
             self.model_device = model_device(model)
             self.shapes = ShapePolicy(config.buckets, model, self.buckets)
-        attached = Attached(model, {})
+        plans: tuple[str, ...] = ()
         if config.compiles:
-            auto = config.plan == "auto"
-            for plan in planner.auto_candidates(self.device) if auto else (config.plan,):
-                attached.slots[plan] = self._build(model, plan, config)
-        self._attached.append(attached)
+            plans = tuple(planner.auto_candidates(self.device)) if config.plan == "auto" else (config.plan,)
+        attached = self.models.add(model, plans, config)
         self.calls.set_after_hook(attached, enabled=config.compiles)
         if config.compiles:
             known_wrong.announce(model, config.plan)  # auto leaves such plans out; explicit: warn
-        shown = config.plan if config.plan != "auto" else "regional"
-        regions = plan_modules(model, shown)
-        regional = shown == "regional" and regions[0] is not model
-        plan = CompiledRegions(
-            regional=regional, block_class=type(regions[0]).__name__ if regional else None, num_regions=len(regions)
-        )
+        plan = configured_regions(model, config.plan)
         self.plans.append(plan)
         if first:
             workload = planner.Workload(
@@ -200,28 +195,6 @@ class CompilerRuntime:
         """``plan="auto"``'s decision once made, or a resumed job's (else None)."""
         return self.schedule.decision if self.schedule is not None else None
 
-    def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
-        functions = self._plan_functions(model, plan, config)
-        return build_slots(
-            model,
-            plan,
-            functions.compiled,
-            self.calls.variant,
-            self.plan_failed,
-            self.calls.before_call,
-            on_eval_failure=self.eval_failed,
-            running=self._compiled_calls,
-        )
-
-    def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanFunctions:
-        """The plan's compiled variants, one set per plan for every attached model
-        (:func:`~.plan_call.plan_functions`)."""
-        if plan not in self._functions:
-            functions = plan_functions(plan, len(plan_modules(model, plan)), config)
-            self._functions[plan], self.recompile_budgets[plan] = functions, functions.budget
-        return self._functions[plan]
-
-    # -- per call and per step ----------------------------------------------------------------------
     def finish_step(self) -> None:
         """Right after ``optimizer.step()``: nothing to do for Inductor (:class:`~.xla_runtime.XlaRuntime`
         marks its step here)."""
@@ -316,13 +289,7 @@ class CompilerRuntime:
     def _activate(self, plan: str) -> None:
         """Make ``plan`` the one that runs: fill its slots, empty the others, switch the optimizer,
         and turn bucket padding on for compiled plans only."""
-        for attached in self._attached:
-            for name, slots in attached.slots.items():
-                if name != plan:
-                    slots.uninstall()
-            if plan in attached.slots:
-                attached.slots[plan].install()
-            whole = plan in attached.slots and attached.slots[plan].modules == [attached.model]
+        for attached, whole in self.models.install(plan):
             self.calls.set_pre_hook(attached, enabled=not whole)
         if self.shapes is not None:  # before the optimizer: CUDA graphs need the static shapes it sets
             self.shapes.set_padding(plan != planner.EAGER)
@@ -336,20 +303,20 @@ class CompilerRuntime:
 
     def prepared_plans(self) -> list[str]:
         """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
-        return [plan for plan in planner.COMPILED_PLANS if any(plan in a.slots for a in self._attached)]
+        return self.models.prepared()
 
     def attached_models(self) -> list[Any]:
         """The models attached, in order."""
-        return [attached.model for attached in self._attached]
+        return self.models.models()
 
     def first_model(self) -> Any:
         """The first model attached (None before any)."""
-        return self._attached[0].model if self._attached else None
+        return self.models.attached[0].model if self.models.attached else None
 
     def detach(self) -> None:
         """Take every plan out (the models run uncompiled) and give the optimizers back as built."""
         self._activate(planner.EAGER)
-        for attached in self._attached:
+        for attached in self.models.attached:
             self.calls.set_pre_hook(attached, enabled=False)
             self.calls.set_after_hook(attached, enabled=False)
 
@@ -422,7 +389,7 @@ class CompilerRuntime:
         rank runs in them steps back."""
         target = self.failed.step_back(plan, self._allowed)
         if prepare and target not in (plan, planner.EAGER):
-            self._prepare(target)
+            self.models.prepare(target, self.config)
         return target
 
     def _allowed(self, plan: str) -> bool:
@@ -430,18 +397,12 @@ class CompilerRuntime:
         wrong for an attached model's architecture (:mod:`.known_wrong`), only :data:`~.sharding.FSDP2_AUTO_PLANS`
         on an FSDP2 model, and not ``regional`` on models without repeated blocks (it would compile the
         whole model again)."""
-        models = [a.model for a in self._attached]
+        models = self.models.models()
         if plan in known_wrong.plans_known_wrong_for(models) or not sharding.plan_fits_sharding(plan, models):
             return False
         if plan == "regional":
-            return any(plan_modules(a.model, "regional") != [a.model] for a in self._attached)
+            return any(plan_modules(m, "regional") != [m] for m in models)
         return True
-
-    def _prepare(self, plan: str) -> None:
-        """Prepare ``plan``'s slots on every attached model (lazily compiled) if not yet prepared."""
-        for attached in self._attached:
-            if plan not in attached.slots and self.config is not None:
-                attached.slots[plan] = self._build(attached.model, plan, self.config)
 
     def recompile_limit_hit(self, message: str) -> None:
         """Dynamo hit a recompile limit while the active plan ran: its trial ran partly eager, so
@@ -450,7 +411,7 @@ class CompilerRuntime:
         the frame would walk every cached guard and then run uncompiled, under the plan's name. A
         limit hit by a function the script compiled itself (no plan call under way, and not one of the
         plans' ``plan_forward__*`` code objects) is not the plan's."""
-        ours = self._compiled_calls[0] > 0 or "plan_forward__" in message
+        ours = self.models.running[0] > 0 or "plan_forward__" in message
         if not ours:
             logger.info("Recompile limit hit outside the compile plan's calls (the script's own compiled code)")
             return
