@@ -157,7 +157,7 @@ def test_a_trainer_job_under_a_compiled_plan_evaluates_eager_when_compiling_does
     runs, the projection (from this job's own timings) does not pay on this CPU, so no evaluation
     run compiles a graph, and the eval losses are the eager job's."""
     choices = []
-    monkeypatch.setattr(runtime, "decide", lambda given: choices.append(decide(given)) or choices[-1])
+    monkeypatch.setattr(evaluation, "decide", lambda given: choices.append(decide(given)) or choices[-1])
     config = TrainingCompilerConfig(plan="regional", baseline_steps=2)  # trial measured at step 8 (2 + 6)
     report, losses, eval_compiles = trainer_job(tmp_path / "regional", config)
     _, eager_losses, _ = trainer_job(tmp_path / "eager", TrainingCompilerConfig(enabled=False))
@@ -232,10 +232,10 @@ def test_evaluation_runs_compiled_only_under_the_plan_it_was_shown_to_pay_for(pl
     sagemaker_tc.compile_model(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
     runtime_ = current_session().runtime
     model.eval()
-    assert runtime_._variant(model) == evaluation.EAGER
+    assert runtime_.calls.variant(model) == evaluation.EAGER
     runtime_.evaluation.compiled_plan = "regional"  # as a paying decision sets it
-    assert runtime_._variant(model) == "dynamic"
+    assert runtime_.calls.variant(model) == "dynamic"
     runtime_.eval_eager.add("regional")  # a compiled evaluation call of it failed
-    assert runtime_._variant(model) == evaluation.EAGER
+    assert runtime_.calls.variant(model) == evaluation.EAGER
     runtime_.evaluation.choice = {"runs": "compiled", "reason": "compiled: it pays"}
     assert runtime_.evaluation_report()["runs"] == "eager"

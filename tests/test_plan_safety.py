@@ -211,26 +211,26 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
     model = small_bert()
     explicit = runtime.CompilerRuntime()
     explicit.attach(model, TrainingCompilerConfig(plan="step", baseline_steps=0))
-    assert set(explicit._functions["step"].variants) == {"dynamic", "static", "captured"}
+    assert set(explicit.models.functions["step"].variants) == {"dynamic", "static", "captured"}
     explicit.shapes.set_padding(True)  # bucketed training batches
-    explicit._before_model_call(model, (), batch(0, length=12))  # a training call, padded to its bucket
-    assert explicit._variant(model) == "static"  # accumulation not known yet (a plain loop's first step)
+    explicit.calls.before_call(model, (), batch(0, length=12))  # a training call, padded to its bucket
+    assert explicit.calls.variant(model) == "static"  # accumulation not known yet (a plain loop's first step)
     explicit.set_accumulation(1)
-    assert explicit._variant(model) == "captured"
+    assert explicit.calls.variant(model) == "captured"
     explicit.set_accumulation(2)  # gradient accumulation
-    assert explicit._variant(model) == "static"
+    assert explicit.calls.variant(model) == "static"
     explicit.set_accumulation(1)
     model.eval()
-    assert explicit._variant(model) == "eager"  # evaluation: eager until compiling it pays
+    assert explicit.calls.variant(model) == "eager"  # evaluation: eager until compiling it pays
     explicit.evaluation.compiled_plan = "step"  # as a paying evaluation decision sets it
-    assert explicit._variant(model) == "dynamic"  # never captured, never static
+    assert explicit.calls.variant(model) == "dynamic"  # never captured, never static
     model.train()
     explicit.shapes.set_padding(False)  # changing shapes
-    explicit._before_model_call(model, (), batch(0, length=12))
-    assert explicit._variant(model) == "dynamic"
+    explicit.calls.before_call(model, (), batch(0, length=12))
+    assert explicit.calls.variant(model) == "dynamic"
     explicit.shapes.set_padding(True)
-    explicit._before_model_call(model, (), {"input_ids": batch(0)["input_ids"]})  # no mask: never padded
-    assert explicit._variant(model) == "dynamic"
+    explicit.calls.before_call(model, (), {"input_ids": batch(0)["input_ids"]})  # no mask: never padded
+    assert explicit.calls.variant(model) == "dynamic"
     optimizer = torch.optim.AdamW(model.parameters())
     explicit.track_optimizer(optimizer)
     assert explicit.optimizer_kind == "fused" and optimizer.param_groups[0]["fused"] is True
@@ -238,7 +238,7 @@ def test_cuda_graphs_only_where_torch_supports_them(monkeypatch):
 
     auto = runtime.CompilerRuntime()
     auto.attach(small_bert(), TrainingCompilerConfig())
-    assert auto.prepared_plans() == ["model"] and "captured" not in auto._functions["model"].variants
+    assert auto.prepared_plans() == ["model"] and "captured" not in auto.models.functions["model"].variants
     auto.detach()
 
 
@@ -249,13 +249,14 @@ def test_a_capturing_mode_applies_to_the_named_plan_only(mode, monkeypatch):
     monkeypatch.setattr(runtime, "device_of", lambda model: ("cuda", "pretended GPU"))
     auto = runtime.CompilerRuntime()
     auto.attach(small_bert(), TrainingCompilerConfig(mode=mode))
-    assert not any("captured" in auto._functions[plan].variants for plan in auto.prepared_plans())
+    assert not any("captured" in auto.models.functions[plan].variants for plan in auto.prepared_plans())
     auto.detach()
 
     named = runtime.CompilerRuntime()
     named.attach(small_bert(), TrainingCompilerConfig(plan="model", mode=mode, baseline_steps=0))
-    named._prepare("regional")  # where a failure of model steps back to
-    assert "captured" in named._functions["model"].variants and "captured" not in named._functions["regional"].variants
+    named.models.prepare("regional", named.config)  # where a failure of model steps back to
+    functions = named.models.functions
+    assert "captured" in functions["model"].variants and "captured" not in functions["regional"].variants
     named.detach()
 
 
@@ -268,7 +269,7 @@ def test_a_plan_is_torch_compiled_only_when_a_call_first_runs_it():
     auto.attach(model, TrainingCompilerConfig(baseline_steps=3))
     assert auto.active == "eager" and auto.prepared_plans() == ["regional", "model", "step"]
     model(**batch(0)).loss.backward()
-    assert {plan: functions.compiled_variants for plan, functions in auto._functions.items()} == {
+    assert {plan: functions.compiled_variants for plan, functions in auto.models.functions.items()} == {
         "regional": [],
         "model": [],
         "step": [],
@@ -278,10 +279,11 @@ def test_a_plan_is_torch_compiled_only_when_a_call_first_runs_it():
     model = small_bert()
     explicit = runtime.CompilerRuntime()
     explicit.attach(model, TrainingCompilerConfig(plan="regional", baseline_steps=0))
-    assert explicit.active == "regional" and explicit._functions["regional"].compiled_variants == []
+    assert explicit.active == "regional" and explicit.models.functions["regional"].compiled_variants == []
     model(**batch(1)).loss.backward()
-    assert explicit._functions["regional"].compiled_variants == ["static"]  # bucketed training shapes, no CUDA graphs
-    assert set(explicit._functions) == {"regional"}
+    functions = explicit.models.functions
+    assert functions["regional"].compiled_variants == ["static"]  # bucketed training shapes, no CUDA graphs
+    assert set(functions) == {"regional"}
     explicit.detach()
 
 

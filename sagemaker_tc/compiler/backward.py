@@ -1,7 +1,7 @@
 """A compile plan's backward inside the fallback.
 
 AOTAutograd compiles each graph's backward with its forward, but runs it in ``loss.backward()``,
-outside the compiled call :class:`~sagemaker_tc.compiler.plans.GuardedCall` guards: a kernel error,
+outside the compiled call :class:`~sagemaker_tc.compiler.plan_call.GuardedCall` guards: a kernel error,
 an out-of-memory error, a backward kernel's first-run autotuning or a gradient-checkpoint recompute
 fails there, where no eager rerun of the same call is possible.
 

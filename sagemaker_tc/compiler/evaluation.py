@@ -94,7 +94,7 @@ def decide(inputs: EvalInputs) -> dict[str, Any]:
 
 def expected_graphs(shapes: set[tuple], dynamic: bool | None) -> int:
     """Graphs dynamo compiles for calls with these distinct input ``shapes``
-    (``runtime._shape_signature``s): one per shape with ``dynamic=False``; one with ``dynamic=True``;
+    (:func:`~.calls.shape_signature`): one per shape with ``dynamic=False``; one with ``dynamic=True``;
     with automatic dynamic shapes (None), one for the first shape and one more for each dimension
     that took another size (dynamo recompiles once and keeps it dynamic; dimensions of several
     tensors that always change together, a batch's length in its ids and its mask, count once), at
@@ -136,6 +136,7 @@ class EvaluationCalls:
         self.choice: dict[str, Any] = {"runs": EAGER, "reason": "eager: no evaluation run finished yet"}
         self._depth = 0
         self._timed = False
+        self.eager_plans: set[str] = set()  # plans whose evaluation calls failed compiled: evaluation runs eager
 
     def set_expected_runs(self, runs: int | None, source: str) -> None:
         """The evaluation runs the job makes in all (``source`` names where that comes from)."""
@@ -197,3 +198,60 @@ class EvaluationCalls:
             "expected_runs": self.expected_runs,
             "expected_runs_source": self.expected_source,
         }
+
+    def runs_compiled(self, plan: str) -> bool:
+        """Evaluation calls run ``plan``'s compiled variant: compiling them was shown to pay under it
+        (:meth:`end_run_under`) and no compiled evaluation call of it failed."""
+        return self.compiled_plan == plan and plan not in self.eager_plans
+
+    def end_run_under(self, plan: str, inputs: Callable[[str], EvalInputs]) -> None:
+        """An evaluation run ended while ``plan`` runs: while evaluation runs eager under a compiled
+        plan, decide again whether compiling it pays (:func:`decide` on ``inputs(plan)``) and switch
+        when it does."""
+        if not self.end_run() or self.runs_compiled(plan):
+            return
+        if plan == EAGER:
+            self.choice = {"runs": EAGER, "reason": "eager: training runs no compiled plan"}
+            return
+        choice = decide(inputs(plan))
+        self.choice = choice
+        if choice["runs"] == COMPILED:
+            self.compiled_plan = plan
+            logger.info("COMPILE PLAN: evaluation runs %s from now on, %s", plan, choice["reason"])
+        else:
+            logger.info("Compiler: evaluation stays eager under %s: %s", plan, choice["reason"])
+
+    def compiled_call_failed(self, plan: str, reason: str) -> None:
+        """A compiled evaluation call of ``plan`` failed while the same call ran eagerly (``reason``:
+        the error's summary): evaluation runs eager under ``plan`` from now on, training keeps it."""
+        if plan not in self.eager_plans:
+            self.eager_plans.add(plan)
+            logger.warning(
+                "COMPILE PLAN: %s failed in an evaluation call (%s); evaluation runs eager from now on, "
+                "training keeps %s",
+                plan,
+                reason,
+                plan,
+            )
+
+    def inputs_for(self, plan: str, measured: dict[str, Any], dynamic: bool | None) -> EvalInputs:
+        """What the decision under ``plan`` is made from, as measured in this job so far (``measured``:
+        the schedule's measurements per plan; ``dynamic``: the config's). None where not measured."""
+        eager, ours = measured.get(EAGER), measured.get(plan)
+        speedup = per_compile = None
+        if eager is not None and ours is not None and eager.steady_step_seconds and ours.steady_step_seconds:
+            speedup = eager.steady_step_seconds / ours.steady_step_seconds
+        if ours is not None and ours.compiling_steps > 0:
+            per_compile = ours.compile_seconds / ours.compiling_steps
+        return EvalInputs(
+            plan=plan,
+            remaining_calls=self.remaining_calls(),
+            eager_call_seconds=self.eager_call_seconds(),
+            training_speedup=speedup,
+            graphs=expected_graphs(self.shapes, dynamic),
+            seconds_per_compile=per_compile,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The report's ``plan_decision.evaluation`` (:meth:`report`), compiled evaluation's failure read."""
+        return self.report(compiled_failed=self.compiled_plan is not None and self.compiled_plan in self.eager_plans)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemaker_tc._internals import error_chain
-from sagemaker_tc.errors import CompilerFallbackWarning
+from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
 
 logger = logging.getLogger("sagemaker_tc.compiler")
 
@@ -65,6 +65,22 @@ class PlanFailures:
         if plan not in ended:
             return plan
         return next((safer for safer in STEP_BACK.get(plan, ()) if safer not in ended and allowed(safer)), EAGER)
+
+
+def judge(plan: str, error: BaseException, *, strict: bool) -> tuple[str, str]:
+    """A compiled call of ``plan`` failed while the same call ran eagerly: ``(kind, reason)`` of the
+    failure that ends the plan (``"out_of_memory"`` or ``"compiler_error"``, the error's summary). An
+    out-of-memory error is not the compiler's failure: it ends the plan under either policy.
+
+    Raises:
+        CompilerError: ``strict`` (``policy="strict"``) for a compiler failure, naming the plan, with
+            ``error`` as the cause.
+    """
+    out_of_memory = is_out_of_memory(error)
+    reason = error_summary(error)
+    if not out_of_memory and strict:
+        raise CompilerError(f"plan {plan!r} failed and policy='strict' does not fall back: {reason}") from error
+    return ("out_of_memory" if out_of_memory else "compiler_error"), reason
 
 
 def announce(failure: dict[str, Any]) -> None:

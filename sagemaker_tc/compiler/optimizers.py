@@ -10,6 +10,7 @@ foreach (benchmarks/README.md has the figure).
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -256,3 +257,51 @@ def _restore_step_state(optimizer: Any, snapshot: list[tuple[dict[str, Any], Any
             dtype = old.dtype if old is not None else step.dtype
             if step.device != device or step.dtype != dtype:
                 state["step"] = step.to(device=device, dtype=dtype)
+
+
+class StepOptimizers:
+    """The torch optimizers a job steps, and what the ``step`` plan did to each
+    (:class:`StepPlanOptimizer`): switched while the plan runs, given back as built when it stops.
+
+    Args:
+        on_failure: called with the plan name and the error when a switched update failed.
+        compile_update: whether the job asked for the compiled update (``compile_optimizer=True``).
+    """
+
+    def __init__(self, on_failure: FailureHandler, compile_update: Callable[[], bool]) -> None:
+        self.on_failure = on_failure
+        self.compile_update = compile_update
+        self.kind: str | None = None  # the step plan's update: "fused", "compiled", "as built" (None: never ran)
+        self.tracked: weakref.WeakSet = weakref.WeakSet()
+        self._switched: dict[int, StepPlanOptimizer] = {}
+        self._counters: list[StepPlanOptimizer] = []  # every switch, for the steps skipped
+
+    def track(self, optimizer: Any, *, step_runs: bool) -> None:
+        """Remember an optimizer the job steps (unwrapped); switch it now when the step plan runs."""
+        inner = unwrap(optimizer)
+        if is_torch_optimizer(inner) and inner not in self.tracked:
+            self.tracked.add(inner)
+            if step_runs:
+                self._enter(inner)
+
+    def switch(self, before: str, after: str) -> None:
+        """The plan that runs goes from ``before`` to ``after``: entering ``step`` switches every
+        tracked optimizer, leaving it gives them back as built."""
+        if after == "step" and before != "step":
+            for optimizer in list(self.tracked):
+                self._enter(optimizer)
+        elif after != "step" and before == "step":
+            for state in self._switched.values():
+                state.restore()
+            self._switched.clear()
+
+    def steps_skipped(self) -> int:
+        """Optimizer steps the step plan's guard could not compute (their gradients were overwritten
+        by a CUDA graph replay; :class:`StepPlanOptimizer`)."""
+        return sum(state.skipped_steps for state in self._counters)
+
+    def _enter(self, optimizer: Any) -> None:
+        state = StepPlanOptimizer(optimizer, on_failure=self.on_failure)
+        self.kind = state.enter(compile_update=self.compile_update())
+        self._switched[id(optimizer)] = state
+        self._counters.append(state)

@@ -16,19 +16,20 @@
   plans and the batch-size finder's compiled tries both compile through :func:`compile_forward`.
 
 Which modules a plan compiles is :func:`sagemaker_tc.compiler.plans.plan_modules` (the repeated
-blocks are found by :mod:`.regions`); how a compiled call falls back is
-:class:`sagemaker_tc.compiler.plans.GuardedCall`.
+blocks are found by :mod:`.regions`); how a compiled call falls back is :class:`GuardedCall`, in the
+module's compiled-call slot while its plan runs.
 """
 
 from __future__ import annotations
 
 import functools
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler import failures, planner
 from sagemaker_tc.compiler.shapes import MAX_LEARNED_BUCKETS, auto_buckets
 from sagemaker_tc.config import TrainingCompilerConfig
 
@@ -209,3 +210,90 @@ def plan_recompile_budget(regions: int, buckets: int) -> int:
     job (stopping endless recompiles) is done by the buckets.
     """
     return max(8, 2 * max(1, regions) * (max(1, buckets) + 1))
+
+
+class GuardedCall:
+    """Installed in a module's compiled-call slot: the module's own call, hooks eagerly, with the
+    plan's compiled forward inside (:func:`call_with_forward`), and
+    eager fallback.
+
+    ``functions(variant)`` gives the plan's compiled function of that variant of
+    :func:`plan_forward` (:meth:`PlanFunctions.compiled`), shared by
+    every module the plan compiles and called as ``function(module, *args, **kwargs)``: ``"dynamic"``
+    (varying shapes), ``"static"``
+    (training batches padded to bucket lengths: one graph per bucket) and, where CUDA graphs are
+    allowed, ``"captured"``. ``select(module)`` names the variant for this call.
+
+    When the compiled forward raises, the same forward runs eagerly (the hooks do not run again), on
+    the caller's own arguments when ``before_call`` rewrote them (padding never reaches it): if
+    eager works the plan failed (``on_failure(plan, error)`` decides by policy: step back to a safer
+    plan, or raise); if eager fails too, the error is the model's own and propagates (an
+    out-of-memory error included: the model does not fit eagerly either). ``before_call``, when
+    given, may rewrite the call's arguments first (outside the compiled graph: padding to a bucket,
+    step timing). A failure in the compiled backward surfaces in ``loss.backward()``, outside this
+    call (:mod:`sagemaker_tc.compiler.backward`).
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        plan: str,
+        functions: Callable[[str], Callable[..., Any]],
+        select: Callable[[Any], str],
+        on_failure: Callable[[str, BaseException], None],
+        before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
+        on_eval_failure: Callable[[str, BaseException], None] | None = None,
+        running: list[int] | None = None,
+    ) -> None:
+        self.module_ref = weakref.ref(module)
+        self.on_eval_failure = on_eval_failure or on_failure
+        self.running = running if running is not None else [0]  # compiled calls under way: [count]
+        self.plan = plan
+        self.functions = functions
+        self.select = select
+        self.on_failure = on_failure
+        self.before_call = before_call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module = self.module_ref()
+        original: tuple[tuple, dict] | None = None
+        if self.before_call is not None:
+            new_args, new_kwargs = self.before_call(module, args, kwargs)
+            if new_args is not args or new_kwargs is not kwargs:
+                original = (args, kwargs)  # the caller's own (unpadded) arguments, for an eager rerun
+            args, kwargs = new_args, new_kwargs
+
+        def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._forward(module, args, kwargs, original)
+
+        return call_with_forward(module, forward, args, kwargs)
+
+    def _forward(self, module: Any, args: tuple, kwargs: dict, original: tuple[tuple, dict] | None = None) -> Any:
+        """The module's forward for one call (its hooks run around it, eagerly, once): compiled, and
+        rerun eagerly when the compiled call raises, with the caller's ``original`` arguments when
+        ``before_call`` rewrote them (padding never reaches an eager rerun), else the same ones. A
+        failure in evaluation (the module in eval mode) goes to ``on_eval_failure``: it need not end
+        the plan for training."""
+        variant = self.select(module)
+        if variant == planner.EAGER:  # calls of this kind run uncompiled (evaluation after it failed compiled)
+            return plan_forward(module, *args, **kwargs)
+        try:
+            return self._compiled(module, variant, args, kwargs)
+        except Exception as error:
+            if failures.is_out_of_memory(error):
+                failures.free_device_memory()  # room for the eager rerun
+            # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
+            eager_args, eager_kwargs = original if original is not None else (args, kwargs)
+            result = plan_forward(module, *eager_args, **eager_kwargs)
+            (self.on_failure if module.training else self.on_eval_failure)(self.plan, error)
+            return result
+
+    def _compiled(self, module: Any, variant: str, args: tuple, kwargs: dict) -> Any:
+        """The compiled call, counted in :attr:`running` while under way (a recompile-limit warning
+        logged then is this plan's, not a function the script compiled itself)."""
+        self.running[0] += 1
+        try:  # the variant is torch.compile'd at its first request (PlanFunctions): that may fail too
+            function = self.functions(variant)
+            return function(module, *args, **kwargs)
+        finally:
+            self.running[0] -= 1

@@ -13,7 +13,7 @@ Each plan's compiled functions are shared by every module it compiles and have a
 recompile budget of their own (:func:`~sagemaker_tc.compiler.plan_call.plan_functions`, where every
 plan's compile call lives), so one plan's graphs never make another run eagerly.
 
-Everything is compiled in place: a plan installs a :class:`GuardedCall` in each module's compiled-call
+Everything is compiled in place: a plan installs a :class:`~.plan_call.GuardedCall` in each module's compiled-call
 slot (the one ``Module.compile()`` fills), which runs the module's hooks eagerly around the compiled
 forward (:mod:`.plan_call`), so the module objects, their ``state_dict()`` keys and every forward hook
 (the user's, and those wrappers add later) stay as they are, and taking a plan out is emptying the
@@ -30,105 +30,19 @@ measured); FSDP1 is not tested.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _internals
-from sagemaker_tc.compiler import failures, planner
-from sagemaker_tc.compiler.plan_call import call_with_forward, plan_forward
-from sagemaker_tc.compiler.regions import find_repeated_blocks
+from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler.plan_call import GuardedCall, PlanFunctions, plan_functions
+from sagemaker_tc.compiler.regions import CompiledRegions, find_repeated_blocks
 
 if TYPE_CHECKING:
     import torch
 
-
-class GuardedCall:
-    """Installed in a module's compiled-call slot: the module's own call, hooks eagerly, with the
-    plan's compiled forward inside (:func:`~sagemaker_tc.compiler.plan_call.call_with_forward`), and
-    eager fallback.
-
-    ``functions(variant)`` gives the plan's compiled function of that variant of
-    :func:`~sagemaker_tc.compiler.plan_call.plan_forward` (:meth:`.PlanFunctions.compiled`), shared by
-    every module the plan compiles and called as ``function(module, *args, **kwargs)``: ``"dynamic"``
-    (varying shapes), ``"static"``
-    (training batches padded to bucket lengths: one graph per bucket) and, where CUDA graphs are
-    allowed, ``"captured"``. ``select(module)`` names the variant for this call.
-
-    When the compiled forward raises, the same forward runs eagerly (the hooks do not run again), on
-    the caller's own arguments when ``before_call`` rewrote them (padding never reaches it): if
-    eager works the plan failed (``on_failure(plan, error)`` decides by policy: step back to a safer
-    plan, or raise); if eager fails too, the error is the model's own and propagates (an
-    out-of-memory error included: the model does not fit eagerly either). ``before_call``, when
-    given, may rewrite the call's arguments first (outside the compiled graph: padding to a bucket,
-    step timing). A failure in the compiled backward surfaces in ``loss.backward()``, outside this
-    call (:mod:`sagemaker_tc.compiler.backward`).
-    """
-
-    def __init__(
-        self,
-        module: torch.nn.Module,
-        plan: str,
-        functions: Callable[[str], Callable[..., Any]],
-        select: Callable[[Any], str],
-        on_failure: Callable[[str, BaseException], None],
-        before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]] | None = None,
-        on_eval_failure: Callable[[str, BaseException], None] | None = None,
-        running: list[int] | None = None,
-    ) -> None:
-        self.module_ref = weakref.ref(module)
-        self.on_eval_failure = on_eval_failure or on_failure
-        self.running = running if running is not None else [0]  # compiled calls under way: [count]
-        self.plan = plan
-        self.functions = functions
-        self.select = select
-        self.on_failure = on_failure
-        self.before_call = before_call
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        module = self.module_ref()
-        original: tuple[tuple, dict] | None = None
-        if self.before_call is not None:
-            new_args, new_kwargs = self.before_call(module, args, kwargs)
-            if new_args is not args or new_kwargs is not kwargs:
-                original = (args, kwargs)  # the caller's own (unpadded) arguments, for an eager rerun
-            args, kwargs = new_args, new_kwargs
-
-        def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
-            return self._forward(module, args, kwargs, original)
-
-        return call_with_forward(module, forward, args, kwargs)
-
-    def _forward(self, module: Any, args: tuple, kwargs: dict, original: tuple[tuple, dict] | None = None) -> Any:
-        """The module's forward for one call (its hooks run around it, eagerly, once): compiled, and
-        rerun eagerly when the compiled call raises, with the caller's ``original`` arguments when
-        ``before_call`` rewrote them (padding never reaches an eager rerun), else the same ones. A
-        failure in evaluation (the module in eval mode) goes to ``on_eval_failure``: it need not end
-        the plan for training."""
-        variant = self.select(module)
-        if variant == planner.EAGER:  # calls of this kind run uncompiled (evaluation after it failed compiled)
-            return plan_forward(module, *args, **kwargs)
-        try:
-            return self._compiled(module, variant, args, kwargs)
-        except Exception as error:
-            if failures.is_out_of_memory(error):
-                failures.free_device_memory()  # room for the eager rerun
-            # Eager decides whose error it is: if the same call fails eagerly, it is the model's.
-            eager_args, eager_kwargs = original if original is not None else (args, kwargs)
-            result = plan_forward(module, *eager_args, **eager_kwargs)
-            (self.on_failure if module.training else self.on_eval_failure)(self.plan, error)
-            return result
-
-    def _compiled(self, module: Any, variant: str, args: tuple, kwargs: dict) -> Any:
-        """The compiled call, counted in :attr:`running` while under way (a recompile-limit warning
-        logged then is this plan's, not a function the script compiled itself)."""
-        self.running[0] += 1
-        try:  # the variant is torch.compile'd at its first request (PlanFunctions): that may fail too
-            function = self.functions(variant)
-            return function(module, *args, **kwargs)
-        finally:
-            self.running[0] -= 1
+    from sagemaker_tc.config import TrainingCompilerConfig
 
 
 @dataclass
@@ -148,6 +62,16 @@ class PlanSlots:
         """Empty the slots (the modules run their own, uncompiled call)."""
         for module in self.modules:
             _internals.set_compiled_call(module, None)
+
+
+@dataclass
+class Attached:
+    """A model a runtime attached: the slots each prepared plan fills on it, and the hooks on it."""
+
+    model: Any
+    slots: dict[str, PlanSlots]
+    hook: Any = None  # the forward pre-hook while the model itself is not compiled
+    after_hook: Any = None  # the forward hook that ends an evaluation call (every plan)
 
 
 def plan_modules(model: torch.nn.Module, plan: str) -> list[torch.nn.Module]:
@@ -212,6 +136,94 @@ def build_slots(
         call = GuardedCall(module, plan, functions, select, on_failure, before, on_eval_failure, running)
         slots.calls.append(call)
     return slots
+
+
+@dataclass
+class PlanHooks:
+    """What a plan's guarded calls are handed (:class:`~.plan_call.GuardedCall`): ``select(module)`` names
+    a call's variant, ``on_failure``/``on_eval_failure(plan, error)`` end a plan or its compiled
+    evaluation, ``before_call(module, args, kwargs)`` runs before a call of a whole compiled model."""
+
+    select: Callable[[Any], str]
+    on_failure: Callable[[str, BaseException], None]
+    before_call: Callable[[Any, tuple, dict], tuple[tuple, dict]]
+    on_eval_failure: Callable[[str, BaseException], None]
+
+
+class ModelPlans:
+    """The attached models and the compile plans prepared on each (compiled lazily, installed when
+    their plan runs): one set of compiled variants per plan, shared by every model, each with its own
+    recompile budget (:func:`~.plan_call.plan_functions`).
+
+    Args:
+        hooks: what every guarded call is handed.
+    """
+
+    def __init__(self, hooks: PlanHooks) -> None:
+        self.hooks = hooks
+        self.attached: list[Attached] = []
+        self.functions: dict[str, PlanFunctions] = {}
+        self.recompile_budgets: dict[str, int] = {}
+        self.running = [0]  # compiled calls under way (GuardedCall.running)
+
+    def add(self, model: Any, plans: Sequence[str], config: TrainingCompilerConfig) -> Attached:
+        """Attach ``model`` with ``plans`` prepared on it (nothing installed yet)."""
+        attached = Attached(model, {plan: self._slots(model, plan, config) for plan in plans})
+        self.attached.append(attached)
+        return attached
+
+    def prepare(self, plan: str, config: TrainingCompilerConfig | None) -> None:
+        """Prepare ``plan``'s slots on every attached model (lazily compiled) if not yet prepared."""
+        for attached in self.attached:
+            if plan not in attached.slots and config is not None:
+                attached.slots[plan] = self._slots(attached.model, plan, config)
+
+    def install(self, plan: str) -> list[tuple[Attached, bool]]:
+        """Fill ``plan``'s slots on every model and empty the others'. Returns each attached model
+        with whether ``plan`` compiles the whole of it."""
+        installed = []
+        for attached in self.attached:
+            for name, slots in attached.slots.items():
+                if name != plan:
+                    slots.uninstall()
+            if plan in attached.slots:
+                attached.slots[plan].install()
+            installed.append((attached, plan in attached.slots and attached.slots[plan].modules == [attached.model]))
+        return installed
+
+    def prepared(self) -> list[str]:
+        """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
+        return [plan for plan in planner.COMPILED_PLANS if any(plan in a.slots for a in self.attached)]
+
+    def models(self) -> list[Any]:
+        """The models attached, in order."""
+        return [attached.model for attached in self.attached]
+
+    def _slots(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
+        if plan not in self.functions:
+            functions = plan_functions(plan, len(plan_modules(model, plan)), config)
+            self.functions[plan], self.recompile_budgets[plan] = functions, functions.budget
+        hooks = self.hooks
+        return build_slots(
+            model,
+            plan,
+            self.functions[plan].compiled,
+            hooks.select,
+            hooks.on_failure,
+            hooks.before_call,
+            on_eval_failure=hooks.on_eval_failure,
+            running=self.running,
+        )
+
+
+def configured_regions(model: torch.nn.Module, plan: str) -> CompiledRegions:
+    """What ``plan`` compiles on ``model``, for the log and the report (``auto``: the ``regional``
+    plan's regions, the cheapest)."""
+    shown = plan if plan != "auto" else "regional"
+    regions = plan_modules(model, shown)
+    regional = shown == "regional" and regions[0] is not model
+    block_class = type(regions[0]).__name__ if regional else None
+    return CompiledRegions(regional=regional, block_class=block_class, num_regions=len(regions))
 
 
 def describe(

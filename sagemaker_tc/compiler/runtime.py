@@ -5,63 +5,48 @@ place and lazily, each with its own recompile budget) and starts the job's ``Sch
 optimizer step the schedule may name another plan, and the runtime installs it (:meth:`_activate`):
 its compiled calls in their slots, the optimizer's update for ``step``, bucket padding (compiled only).
 
-Every compiled callable is guarded (module slots by :class:`~.plans.GuardedCall`, the step plan's update by
+Every compiled callable is guarded (module slots by :class:`~.plan_call.GuardedCall`, the step plan's update by
 :class:`~.optimizers.StepPlanOptimizer`): a call that raises is rerun eagerly; if eager works the plan failed
 (:meth:`CompilerRuntime.plan_failed`) and never runs again in the job, which steps back to a safer plan
 (:mod:`.failures`), or under ``policy="strict"`` raises :class:`CompilerError` naming it (an out-of-memory
 error ends the plan under either policy). If eager fails too, the error is the model's own. CUDA graphs run
-only where torch supports them (:meth:`CompilerRuntime._captures`), never on the optimizer update alone.
+only where torch supports them (:meth:`~.calls.ModelCalls.captures`), never on the optimizer update alone.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
-import warnings
-import weakref
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import history, known_wrong, planner, sharding
+from sagemaker_tc.compiler.calls import ModelCalls, RuntimeView
 from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
-from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls, decide, expected_graphs
-from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory
-from sagemaker_tc.compiler.optimizers import StepPlanOptimizer
-from sagemaker_tc.compiler.padding import trim_output
-from sagemaker_tc.compiler.plan_call import PlanFunctions, plan_functions
+from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls
+from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory, judge
+from sagemaker_tc.compiler.optimizers import StepOptimizers
 from sagemaker_tc.compiler.plans import (
-    PlanSlots,
-    build_slots,
+    ModelPlans,
+    PlanHooks,
+    configured_regions,
     device_of,
     model_device,
     plan_leaf_modules,
     plan_modules,
 )
-from sagemaker_tc.compiler.ranks import process_group_size
 from sagemaker_tc.compiler.regions import CompiledRegions
+from sagemaker_tc.compiler.rollback import snapshot
 from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
-from sagemaker_tc.errors import CompilerError, CompilerFallbackWarning
 
 if TYPE_CHECKING:
     import torch
 
-    from sagemaker_tc.compiler.xla import XlaBackend
-
 logger = logging.getLogger("sagemaker_tc.compiler")
-
-
-@dataclass
-class _Attached:
-    model: Any
-    slots: dict[str, PlanSlots]
-    hook: Any = None  # the forward pre-hook while the model itself is not compiled
-    after_hook: Any = None  # the forward hook that ends an evaluation call (every plan)
 
 
 class CompilerRuntime:
@@ -70,17 +55,11 @@ class CompilerRuntime:
     Args:
         buckets: the session's bucketing statistics.
         timer: the session's step timer (phases are measured from its records).
-        xla: ``backend="xla"``'s part (:class:`~sagemaker_tc.compiler.xla.XlaBackend`): the model
-            trains on the XLA device, one XLA graph per optimizer step, and the compile plans stay
-            idle (no schedule, no trials); None for every other backend.
     """
 
-    def __init__(
-        self, buckets: BucketStats | None = None, timer: StepTimer | None = None, xla: XlaBackend | None = None
-    ) -> None:
+    def __init__(self, buckets: BucketStats | None = None, timer: StepTimer | None = None) -> None:
         self.buckets = buckets or BucketStats()
         self.timer = timer
-        self.xla = xla
         self._lock = threading.Lock()
         self.config: TrainingCompilerConfig | None = None
         self.plans: list[CompiledRegions] = []
@@ -92,27 +71,48 @@ class CompilerRuntime:
         self.device = self.device_name = "cpu"  # the model's, read at its first training call (_check_device)
         self.model_device: Any = None  # its torch.device: the step timer's events and the ranks' agreement
         self._device_seen = False
-        self.forwards_per_step = 1
-        self.accumulation_known = False  # set by set_accumulation: a Trainer's at attach, a plain loop's after step 1
-        self.optimizer_kind: str | None = None
         self.compiles_since: DynamoMark | None = None  # the session's mark: count dynamo's work after it
         self._job_length: tuple[int | None, str] = (None, "unknown")
-        self._attached: list[_Attached] = []
-        self._listeners: list[Any] = []
-        self._optimizers: weakref.WeakSet = weakref.WeakSet()
-        self._optimizer_plans: dict[int, StepPlanOptimizer] = {}
-        self._functions: dict[str, PlanFunctions] = {}
-        self.recompile_budgets: dict[str, int] = {}
         self.failed = PlanFailures()
-        self.eval_eager: set[str] = set()  # plans whose evaluation calls failed compiled: evaluation runs eager
         self.evaluation = EvaluationCalls(device=lambda: self.model_device)  # eager unless compiling it pays
-        self._compiled_calls = [0]  # compiled calls under way (GuardedCall.running)
-        self._skipped_counters: list[StepPlanOptimizer] = []
         self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file (resume_with)
-        self._call = threading.local()  # per call: ``bucketed``, the model call's shapes (_static_shapes)
-        self._unbucketed_shapes: dict[str, set[tuple]] = {}  # plan -> distinct unbucketed training shapes
-        self.whole_step_recorded = False  # a Trainer's whole step is recorded (captured_trainer): no trees inside
         self.plan_end_listeners: list[Callable[[str], None]] = []  # called with a plan that ends, before it does
+        view = RuntimeView(
+            active=lambda: self.active, shapes=lambda: self.shapes, device=lambda: self.device,
+            budget=lambda plan: self.recompile_budgets.get(plan), invalidate=self._invalidate,
+            training_call=self._training_call, evaluation_call=self._evaluation_call,
+            evaluation_ended=self.evaluation.end_call, evaluates_compiled=self._evaluates_compiled,
+        )  # fmt: skip
+        self.calls = ModelCalls(view)  # each call of an attached model: padding, variant, listeners
+        hooks = PlanHooks(self.calls.variant, self.plan_failed, self.calls.before_call, self.eval_failed)
+        self.models = ModelPlans(hooks)  # the attached models and the plans prepared on each
+        compile_update = lambda: bool(self.config is not None and self.config.compile_optimizer)  # noqa: E731
+        self.optimizers = StepOptimizers(self.plan_failed, compile_update)  # what the step plan does to them
+
+    @property
+    def recompile_budgets(self) -> dict[str, int]:
+        """Each prepared plan's recompile budget (:func:`~.plan_call.plan_functions`)."""
+        return self.models.recompile_budgets
+
+    @property
+    def optimizer_kind(self) -> str | None:
+        """The step plan's update (``"fused"``, ``"compiled"``, ``"as built"``; None: it never ran)."""
+        return self.optimizers.kind
+
+    @property
+    def eval_eager(self) -> set[str]:
+        """Plans whose compiled evaluation calls failed: evaluation runs eager under them."""
+        return self.evaluation.eager_plans
+
+    @property
+    def whole_step_recorded(self) -> bool:
+        """A ``Trainer``'s whole step is recorded (:mod:`~sagemaker_tc.integrations.captured_trainer`):
+        no CUDA graph trees inside it (:meth:`~.calls.ModelCalls.captures`)."""
+        return self.calls.whole_step_recorded
+
+    @whole_step_recorded.setter
+    def whole_step_recorded(self, value: bool) -> None:
+        self.calls.whole_step_recorded = value
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
@@ -126,23 +126,19 @@ class CompilerRuntime:
         Raises:
             Exception: whatever preparing the plans raised (a model whose parameters cannot be read).
         """
-        saved = {
-            name: copy.copy(value) if isinstance(value, (list, dict)) else value for name, value in vars(self).items()
-        }
+        restore, known = snapshot(self, self.calls, self.optimizers, self.models), len(self.models.attached)
         try:
             return self._attach(model, config)
         except BaseException:
-            for attached in self._attached[len(saved["_attached"]) :]:
+            for attached in self.models.attached[known:]:
                 for slots in attached.slots.values():
                     slots.uninstall()
-                self._set_pre_hook(attached, enabled=False)
-                self._set_after_hook(attached, enabled=False)
-            vars(self).update(saved)
+                self.calls.set_pre_hook(attached, enabled=False)
+                self.calls.set_after_hook(attached, enabled=False)
+            restore()
             raise
 
     def _attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
-        if self.xla is not None:
-            return self._attach_xla(self.xla, model, config)
         self.attention = _hf_internals.attention_implementation(model) or self.attention
         first = self.config is None
         self.config = config
@@ -150,21 +146,14 @@ class CompilerRuntime:
             self.device, self.device_name = device_of(model)  # a first guess: the model may move before it trains
             self.model_device = model_device(model)
             self.shapes = ShapePolicy(config.buckets, model, self.buckets)
-        attached = _Attached(model, {})
+        plans: tuple[str, ...] = ()
         if config.compiles:
-            auto = config.plan == "auto"
-            for plan in planner.auto_candidates(self.device) if auto else (config.plan,):
-                attached.slots[plan] = self._build(model, plan, config)
-        self._attached.append(attached)
-        self._set_after_hook(attached, enabled=config.compiles)
+            plans = tuple(planner.auto_candidates(self.device)) if config.plan == "auto" else (config.plan,)
+        attached = self.models.add(model, plans, config)
+        self.calls.set_after_hook(attached, enabled=config.compiles)
         if config.compiles:
             known_wrong.announce(model, config.plan)  # auto leaves such plans out; explicit: warn
-        shown = config.plan if config.plan != "auto" else "regional"
-        regions = plan_modules(model, shown)
-        regional = shown == "regional" and regions[0] is not model
-        plan = CompiledRegions(
-            regional=regional, block_class=type(regions[0]).__name__ if regional else None, num_regions=len(regions)
-        )
+        plan = configured_regions(model, config.plan)
         self.plans.append(plan)
         if first:
             workload = planner.Workload(
@@ -178,30 +167,6 @@ class CompilerRuntime:
         self._activate(self._effective(self.schedule.first_plan(self.active)))
         return plan
 
-    def _attach_xla(self, xla: XlaBackend, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
-        """``backend="xla"``: the model on the XLA device, its calls' inputs moved there (padded to
-        buckets first), no compile plans.
-
-        Raises:
-            CompilerError: torch_xla is missing, or the job runs more than one process.
-        """
-        xla.attach(model)
-        self.attention = _hf_internals.attention_implementation(model) or self.attention
-        first = self.config is None
-        self.config = config
-        if first:
-            self.device, self.device_name = xla.label, xla.device_name
-            self.shapes = ShapePolicy(config.buckets, model, self.buckets)
-        attached = _Attached(model, {})
-        self._attached.append(attached)
-        self._set_pre_hook(attached, enabled=True)
-        self.active = xla.label
-        if self.shapes is not None:
-            self.shapes.set_padding(True)
-        regions = CompiledRegions(regional=False, block_class=None, num_regions=1)
-        self.plans.append(regions)
-        return regions
-
     def history_entry(self, cache_state: str) -> dict[str, Any]:
         """What this job measured of its plans, for the next job with the same workload
         (:func:`sagemaker_tc.compiler.history.job_entry`; ``cache_state`` ``"cold"`` or ``"warm"``)."""
@@ -214,21 +179,9 @@ class CompilerRuntime:
         schedule made at the first :meth:`attach` starts from its decision instead of new trials."""
         self.resumed_decision = saved
 
-    def add_model_call_listener(self, listener: Any) -> Callable[[], None]:
-        """Call ``listener(module, args, kwargs)`` before each call of an attached model (outside any
-        compiled graph; the plain-loop step watcher). Returns the listener's removal."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
-
     def track_optimizer(self, optimizer: Any) -> None:
         """Remember an optimizer the job steps (the ``step`` plan switches its update)."""
-        from sagemaker_tc.compiler.optimizers import is_torch_optimizer, unwrap
-
-        inner = unwrap(optimizer)
-        if is_torch_optimizer(inner) and inner not in self._optimizers:
-            self._optimizers.add(inner)
-            if self.active == "step":
-                self._enter_step_optimizer(inner)
+        self.optimizers.track(optimizer, step_runs=self.active == "step")
 
     def set_job_length(self, steps: int | None, source: str) -> None:
         """The job's optimizer steps in all (``Trainer``'s ``max_steps``, ``expected_steps``)."""
@@ -242,140 +195,9 @@ class CompilerRuntime:
         """``plan="auto"``'s decision once made, or a resumed job's (else None)."""
         return self.schedule.decision if self.schedule is not None else None
 
-    def _build(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanSlots:
-        functions = self._plan_functions(model, plan, config)
-        return build_slots(
-            model,
-            plan,
-            functions.compiled,
-            self._variant,
-            self.plan_failed,
-            self._before_model_call,
-            on_eval_failure=self.eval_failed,
-            running=self._compiled_calls,
-        )
-
-    def _plan_functions(self, model: Any, plan: str, config: TrainingCompilerConfig) -> PlanFunctions:
-        """The plan's compiled variants, one set per plan for every attached model
-        (:func:`~.plan_call.plan_functions`)."""
-        if plan not in self._functions:
-            functions = plan_functions(plan, len(plan_modules(model, plan)), config)
-            self._functions[plan], self.recompile_budgets[plan] = functions, functions.budget
-        return self._functions[plan]
-
-    # -- per call and per step ----------------------------------------------------------------------
-    def _static_shapes(self) -> bool:
-        """The current training call's shapes are bucketed: every sequence length padded to a bucket, by
-        the policy or a collator, while a compiled plan runs (:meth:`_before_model_call` notes it per
-        call; a call it never saw, positional inputs, audio/vision inputs: not bucketed)."""
-        return self.pads_training_batches and getattr(self._call, "bucketed", False)
-
-    def _variant(self, module: Any) -> str:
-        """The compiled variant a call runs: ``captured`` (CUDA graphs) only while :meth:`_captures` holds,
-        ``static`` for other bucketed training calls, else ``dynamic``; an evaluation call (the module
-        in eval mode) ``dynamic`` only once compiling evaluation pays (:mod:`.evaluation`), else eager."""
-        if not module.training:
-            return "dynamic" if self._evaluates_compiled() else planner.EAGER
-        if not self._static_shapes():
-            return "dynamic"
-        if self._captures():
-            return "captured"
-        return "dynamic" if self.whole_step_recorded else "static"
-
-    @property
-    def pads_training_batches(self) -> bool:
-        """True while a compiled plan runs (eager never pads)."""
-        return self.active != planner.EAGER
-
-    def _before_model_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        xla = self.xla if self.xla is not None and self.active == self.xla.label else None
-        if xla is not None and xla.inputs_on_device(args, kwargs):
-            for listener in self._listeners:
-                listener(module, args, kwargs)
-            return args, kwargs
-        args, kwargs = self._prepare_call(module, args, kwargs)
-        return xla.to_device(args, kwargs) if xla is not None else (args, kwargs)
-
-    def _prepare_call(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """Before a model call, outside any graph: the device's first read, evaluation's timing, the
-        listeners, and the training call's padding to a bucket (noted for the variant it runs)."""
-        if module.training and not self._device_seen:
-            self._check_device(module)
-        if module.training:
-            self.end_evaluation_run()  # a training call after evaluation calls ends their run
-        elif self.schedule is not None and self.config is not None and self.config.compiles:  # not XLA's
-            self.evaluation.begin_call(_shape_signature(args, kwargs), timed=not self._evaluates_compiled())
-        for listener in self._listeners:
-            listener(module, args, kwargs)
-        bucketed, self._call.trim = False, None
-        if module.training and self.shapes is not None and not _holds_tensor(args):
-            original = kwargs
-            kwargs, bucketed = self.shapes.bucket(kwargs)
-            if kwargs is not original:  # padded here: the output is cut back to the caller's lengths
-                self._call.trim = (self.shapes.dims(original), self.shapes.dims(kwargs))
-        self._call.bucketed = bucketed
-        if bucketed and self.whole_step_recorded and self.shapes is not None:
-            _lengths_dynamic(kwargs, self.shapes.dims(kwargs))  # one compile serves every bucket's recording
-        if module.training and not bucketed and self.pads_training_batches:
-            self._note_unbucketed(args, kwargs)
-        return args, kwargs
-
-    def _note_unbucketed(self, args: tuple, kwargs: Mapping[str, Any]) -> None:
-        """Count the distinct shapes of the training calls a compiled plan runs unbucketed (dynamic
-        variant); past the plan's recompile budget its trial is not to be trusted (never chosen, and
-        the report says why)."""
-        plan = self.active
-        shapes = self._unbucketed_shapes.setdefault(plan, set())
-        budget = self.recompile_budgets.get(plan)
-        if budget is None or len(shapes) > budget:
-            return  # no budget, or already past it (the set stops growing)
-        shapes.add(_shape_signature(args, kwargs))
-        if len(shapes) > budget and self.schedule is not None:
-            self.schedule.invalidate(
-                plan, f"{len(shapes)} distinct unbucketed input shapes, above its recompile budget of {budget}"
-            )
-
-    def _pre_hook(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-        new_args, new_kwargs = self._before_model_call(module, args, kwargs)
-        return (new_args, new_kwargs) if new_kwargs is not kwargs or new_args is not args else None
-
     def finish_step(self) -> None:
-        """Right after ``optimizer.step()``, before the step's end is recorded: nothing to do for
-        Inductor; ``backend="xla"`` marks the XLA step here (:meth:`.XlaBackend.mark_step`), and a
-        failure there goes to :meth:`xla_failed`. Never waits for the device."""
-        if self.xla is None or self.active != self.xla.label:
-            return
-        try:
-            compiled = self.xla.mark_step()
-        except Exception as error:  # XLA's compile and run errors are RuntimeErrors of many kinds
-            self.xla_failed(error)
-            return
-        if compiled and self.timer is not None:
-            self.timer.on_compile()  # the step's record says it compiled
-
-    def xla_failed(self, error: BaseException) -> None:
-        """The step's graph failed in XLA: back to eager on the host (first step only) or raise.
-
-        Raises:
-            CompilerError: ``policy="strict"``, or a step already ran on the XLA device.
-        """
-        assert self.xla is not None
-        self.fallback_reason = self.xla.failure(error, self.config.policy if self.config is not None else "fallback")
-        self.xla.back_to_host()
-        moved = {id(p) for a in self._attached for p in a.model.parameters()}
-        for optimizer in list(self._optimizers):
-            for parameter in [p for p in optimizer.state if id(p) in moved]:
-                del optimizer.state[parameter]
-        self.active = planner.EAGER
-        if self.shapes is not None:
-            self.shapes.set_padding(False)
-        logger.error("COMPILER FAILED, CONTINUING UNCOMPILED (policy='fallback'): %s", error_summary(error))
-        warnings.warn(f"sagemaker-tc: {self.fallback_reason}", CompilerFallbackWarning, stacklevel=2)
-
-    def pad_batches_on_host(self, loader: Any) -> bool:
-        """``backend="xla"``: pad ``loader``'s training batches to the buckets in its collate function,
-        on the host (:meth:`.XlaBackend.pad_on_host`). Returns False when nothing was wrapped."""
-        return self.xla is not None and self.shapes is not None and self.xla.pad_on_host(loader, self.shapes)
+        """Right after ``optimizer.step()``: nothing to do for Inductor (:class:`~.xla_runtime.XlaRuntime`
+        marks its step here)."""
 
     def current_label(self) -> str:
         """The plan the next step runs (a step record's label)."""
@@ -407,15 +229,28 @@ class CompilerRuntime:
         candidates = planner.auto_candidates(self.device)
         return [plan for plan in self.prepared_plans() if plan in candidates and self._allowed(plan)]
 
+    def _training_call(self, module: Any) -> None:
+        """A training call of an attached model begins: the device's first read, and the end of an
+        evaluation run that came before it."""
+        if not self._device_seen:
+            self._check_device(module)
+        self.end_evaluation_run()
+
+    def _evaluation_call(self, signature: tuple) -> None:
+        """An evaluation call begins (``signature``: its input shapes): timed while it runs eager."""
+        if self.schedule is not None and self.config is not None and self.config.compiles:
+            self.evaluation.begin_call(signature, timed=not self._evaluates_compiled())
+
+    def _invalidate(self, plan: str, reason: str) -> None:
+        if self.schedule is not None:
+            self.schedule.invalidate(plan, reason)
+
     def _check_device(self, model: Any) -> None:
         """Read the device ``model`` trains on (its parameters'): at its first training call, since a
         plain loop may call ``model.to("cuda")`` after ``compile_model``, and at each decision. The
         planner's priors, ``auto``'s candidates, CUDA graphs, the step timer's events and the ranks'
-        agreement follow it; the report and history name it. ``backend="xla"``: the XLA device the
-        runtime put the model on, nothing to read."""
+        agreement follow it; the report and history name it."""
         self._device_seen = True
-        if self.xla is not None:
-            return
         device, name = device_of(model)
         self.model_device = model_device(model)
         if (device, name) != (self.device, self.device_name):
@@ -425,23 +260,10 @@ class CompilerRuntime:
                 self.schedule.workload.device = device
 
     # -- evaluation ---------------------------------------------------------------------------------
-    def _after_model_call(self, module: Any, args: tuple, output: Any) -> Any:
-        """End an evaluation call; a training call padded at the call returns its output cut back to
-        the caller's lengths (:func:`~.padding.trim_output`): a script that reads token-level outputs
-        against its own unpadded labels sees the shapes eager gives."""
-        if not module.training:
-            self.evaluation.end_call()
-            return None
-        trim, self._call.trim = getattr(self._call, "trim", None), None
-        if trim is None or None in trim or self.shapes is None:
-            return None
-        return trim_output(output, *trim, left=bool(self.shapes.left))
-
     def _evaluates_compiled(self) -> bool:
-        """Evaluation calls run the active plan's compiled variant: compiling them was shown to pay
-        under this plan (:meth:`end_evaluation_run`) and no compiled evaluation call of it failed."""
-        plan = self.active
-        return self.evaluation.compiled_plan == plan and plan not in self.eval_eager
+        """Evaluation calls run the active plan's compiled variant
+        (:meth:`~.evaluation.EvaluationCalls.runs_compiled`)."""
+        return self.evaluation.runs_compiled(self.active)
 
     def set_evaluation_runs(self, runs: int | None, source: str) -> None:
         """The evaluation runs the job makes in all (a ``Trainer``'s, from its evaluation strategy;
@@ -450,137 +272,53 @@ class CompilerRuntime:
 
     def end_evaluation_run(self) -> None:
         """An evaluation run ended (the first training call after evaluation calls, or the
-        ``Trainer``'s ``on_evaluate``): while evaluation runs eager under a compiled plan, decide
-        again whether compiling it pays (:func:`~.evaluation.decide`) and switch when it does."""
-        if not self.evaluation.end_run() or self._evaluates_compiled():
-            return
-        plan = self.active
-        if plan == planner.EAGER:
-            self.evaluation.choice = {"runs": "eager", "reason": "eager: training runs no compiled plan"}
-            return
-        choice = decide(self._evaluation_inputs(plan))
-        self.evaluation.choice = choice
-        if choice["runs"] == "compiled":
-            self.evaluation.compiled_plan = plan
-            logger.info("COMPILE PLAN: evaluation runs %s from now on, %s", plan, choice["reason"])
-        else:
-            logger.info("Compiler: evaluation stays eager under %s: %s", plan, choice["reason"])
+        ``Trainer``'s ``on_evaluate``): decide again whether compiling it pays under the active plan
+        (:meth:`~.evaluation.EvaluationCalls.end_run_under`)."""
+        self.evaluation.end_run_under(self.active, lambda plan: self._evaluation_inputs(plan))
 
     def _evaluation_inputs(self, plan: str) -> EvalInputs:
-        """What the evaluation decision under ``plan`` is made from, as measured in this job so far
-        (:class:`~.evaluation.EvalInputs`; None where not measured)."""
+        """What the evaluation decision under ``plan`` is made from, as measured in this job so far."""
         measured = self.schedule.measured if self.schedule is not None else {}
-        eager, ours = measured.get(planner.EAGER), measured.get(plan)
-        speedup = per_compile = None
-        if eager is not None and ours is not None and eager.steady_step_seconds and ours.steady_step_seconds:
-            speedup = eager.steady_step_seconds / ours.steady_step_seconds
-        if ours is not None and ours.compiling_steps > 0:
-            per_compile = ours.compile_seconds / ours.compiling_steps
-        dynamic = self.config.dynamic if self.config is not None else None
-        return EvalInputs(
-            plan=plan,
-            remaining_calls=self.evaluation.remaining_calls(),
-            eager_call_seconds=self.evaluation.eager_call_seconds(),
-            training_speedup=speedup,
-            graphs=expected_graphs(self.evaluation.shapes, dynamic),
-            seconds_per_compile=per_compile,
-        )
+        return self.evaluation.inputs_for(plan, measured, self.config.dynamic if self.config is not None else None)
 
     def evaluation_report(self) -> dict[str, Any]:
-        """The report's ``plan_decision.evaluation``: how evaluation runs (``eager`` or ``compiled``),
-        why, and the figures it was decided on (:meth:`~.evaluation.EvaluationCalls.report`)."""
-        failed = self.evaluation.compiled_plan is not None and self.evaluation.compiled_plan in self.eval_eager
-        return self.evaluation.report(compiled_failed=failed)
+        """The report's ``plan_decision.evaluation`` (:meth:`~.evaluation.EvaluationCalls.summary`)."""
+        return self.evaluation.summary()
 
     # -- activation ---------------------------------------------------------------------------------
     def _activate(self, plan: str) -> None:
         """Make ``plan`` the one that runs: fill its slots, empty the others, switch the optimizer,
         and turn bucket padding on for compiled plans only."""
-        for attached in self._attached:
-            for name, slots in attached.slots.items():
-                if name != plan:
-                    slots.uninstall()
-            if plan in attached.slots:
-                attached.slots[plan].install()
-            whole = plan in attached.slots and attached.slots[plan].modules == [attached.model]
-            self._set_pre_hook(attached, enabled=not whole)
+        for attached, whole in self.models.install(plan):
+            self.calls.set_pre_hook(attached, enabled=not whole)
         if self.shapes is not None:  # before the optimizer: CUDA graphs need the static shapes it sets
             self.shapes.set_padding(plan != planner.EAGER)
-        if plan == "step" and self.active != "step":
-            for optimizer in list(self._optimizers):
-                self._enter_step_optimizer(optimizer)
-        elif plan != "step" and self.active == "step":
-            for state in self._optimizer_plans.values():
-                state.restore()
-            self._optimizer_plans.clear()
+        self.optimizers.switch(self.active, plan)
         self.active = plan
 
-    def _set_pre_hook(self, attached: _Attached, *, enabled: bool) -> None:
-        if enabled and attached.hook is None:
-            import torch
-
-            hook = torch.compiler.disable(self._pre_hook)
-            attached.hook = attached.model.register_forward_pre_hook(hook, with_kwargs=True, prepend=True)
-        elif not enabled and attached.hook is not None:
-            attached.hook.remove()
-            attached.hook = None
-
-    def _set_after_hook(self, attached: _Attached, *, enabled: bool) -> None:
-        """The forward hook that ends an evaluation call of ``attached.model`` (it runs when the
-        forward raises too), on every plan: the model's own call runs its hooks under each."""
-        if enabled and attached.after_hook is None:
-            import torch
-
-            hook = torch.compiler.disable(self._after_model_call)
-            attached.after_hook = attached.model.register_forward_hook(hook, always_call=True)
-        elif not enabled and attached.after_hook is not None:
-            attached.after_hook.remove()
-            attached.after_hook = None
-
-    def _enter_step_optimizer(self, optimizer: Any) -> None:
-        state = StepPlanOptimizer(optimizer, on_failure=self.plan_failed)
-        compile_update = bool(self.config is not None and self.config.compile_optimizer)
-        self.optimizer_kind = state.enter(compile_update=compile_update)
-        self._optimizer_plans[id(optimizer)] = state
-        self._skipped_counters.append(state)
-
-    def _captures(self) -> bool:
-        """CUDA graphs may run now: a CUDA model, static shapes, one process (no DDP/FSDP), and gradient
-        accumulation known to be off (cudagraph trees support neither collectives across ranks nor
-        gradients kept across replays; a plain loop's accumulation is known after its first step, so
-        that step never runs captured)."""
-        return (
-            self.device == "cuda"
-            and not self.whole_step_recorded
-            and self._static_shapes()
-            and process_group_size() == 1
-            and self.accumulation_known
-            and self.forwards_per_step == 1
-        )
-
     def set_accumulation(self, forwards: int) -> None:
-        """Gradient accumulation is known: ``forwards`` training forwards per optimizer step (at least 1)."""
-        self.forwards_per_step = max(1, int(forwards))
-        self.accumulation_known = True
+        """Gradient accumulation is known: ``forwards`` training forwards per optimizer step
+        (:meth:`~.calls.ModelCalls.set_accumulation`)."""
+        self.calls.set_accumulation(forwards)
 
     def prepared_plans(self) -> list[str]:
         """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
-        return [plan for plan in planner.COMPILED_PLANS if any(plan in a.slots for a in self._attached)]
+        return self.models.prepared()
 
     def attached_models(self) -> list[Any]:
         """The models attached, in order."""
-        return [attached.model for attached in self._attached]
+        return self.models.models()
 
     def first_model(self) -> Any:
         """The first model attached (None before any)."""
-        return self._attached[0].model if self._attached else None
+        return self.models.attached[0].model if self.models.attached else None
 
     def detach(self) -> None:
         """Take every plan out (the models run uncompiled) and give the optimizers back as built."""
         self._activate(planner.EAGER)
-        for attached in self._attached:
-            self._set_pre_hook(attached, enabled=False)
-            self._set_after_hook(attached, enabled=False)
+        for attached in self.models.attached:
+            self.calls.set_pre_hook(attached, enabled=False)
+            self.calls.set_after_hook(attached, enabled=False)
 
     # -- failure ---------------------------------------------------------------------------------
     def plan_failed(self, plan: str, error: BaseException) -> None:
@@ -593,11 +331,8 @@ class CompilerRuntime:
             CompilerError: under ``policy="strict"`` for a compiler failure, naming the plan, with
                 ``error`` as the cause.
         """
-        out_of_memory = is_out_of_memory(error)
-        reason = error_summary(error)
-        if not out_of_memory and self.config is not None and self.config.policy == "strict":
-            raise CompilerError(f"plan {plan!r} failed and policy='strict' does not fall back: {reason}") from error
-        self._end_plan(plan, "out_of_memory" if out_of_memory else "compiler_error", reason)
+        strict = self.config is not None and self.config.policy == "strict"
+        self._end_plan(plan, *judge(plan, error, strict=strict))
 
     def _end_plan(self, plan: str, kind: str, reason: str) -> None:
         """``plan`` never runs again in this job: record it (``kind``), invalidate its measurements,
@@ -630,15 +365,7 @@ class CompilerRuntime:
         if strict or is_out_of_memory(error):
             self.plan_failed(plan, error)
             return
-        if plan not in self.eval_eager:
-            self.eval_eager.add(plan)
-            logger.warning(
-                "COMPILE PLAN: %s failed in an evaluation call (%s); evaluation runs eager from now on, "
-                "training keeps %s",
-                plan,
-                error_summary(error),
-                plan,
-            )
+        self.evaluation.compiled_call_failed(plan, error_summary(error))
 
     def backward_failed(self, plan: str, error: BaseException) -> str:
         """``plan``'s compiled backward raised in ``loss.backward()`` (:mod:`.backward`): end it as
@@ -662,7 +389,7 @@ class CompilerRuntime:
         rank runs in them steps back."""
         target = self.failed.step_back(plan, self._allowed)
         if prepare and target not in (plan, planner.EAGER):
-            self._prepare(target)
+            self.models.prepare(target, self.config)
         return target
 
     def _allowed(self, plan: str) -> bool:
@@ -670,18 +397,12 @@ class CompilerRuntime:
         wrong for an attached model's architecture (:mod:`.known_wrong`), only :data:`~.sharding.FSDP2_AUTO_PLANS`
         on an FSDP2 model, and not ``regional`` on models without repeated blocks (it would compile the
         whole model again)."""
-        models = [a.model for a in self._attached]
+        models = self.models.models()
         if plan in known_wrong.plans_known_wrong_for(models) or not sharding.plan_fits_sharding(plan, models):
             return False
         if plan == "regional":
-            return any(plan_modules(a.model, "regional") != [a.model] for a in self._attached)
+            return any(plan_modules(m, "regional") != [m] for m in models)
         return True
-
-    def _prepare(self, plan: str) -> None:
-        """Prepare ``plan``'s slots on every attached model (lazily compiled) if not yet prepared."""
-        for attached in self._attached:
-            if plan not in attached.slots and self.config is not None:
-                attached.slots[plan] = self._build(attached.model, plan, self.config)
 
     def recompile_limit_hit(self, message: str) -> None:
         """Dynamo hit a recompile limit while the active plan ran: its trial ran partly eager, so
@@ -690,7 +411,7 @@ class CompilerRuntime:
         the frame would walk every cached guard and then run uncompiled, under the plan's name. A
         limit hit by a function the script compiled itself (no plan call under way, and not one of the
         plans' ``plan_forward__*`` code objects) is not the plan's."""
-        ours = self._compiled_calls[0] > 0 or "plan_forward__" in message
+        ours = self.models.running[0] > 0 or "plan_forward__" in message
         if not ours:
             logger.info("Recompile limit hit outside the compile plan's calls (the script's own compiled code)")
             return
@@ -715,55 +436,24 @@ class CompilerRuntime:
     def optimizer_steps_skipped(self) -> int:
         """Optimizer steps the step plan's guard could not compute (their gradients were overwritten
         by a CUDA graph replay; :class:`~.optimizers.StepPlanOptimizer`)."""
-        return sum(state.skipped_steps for state in self._skipped_counters)
+        return self.optimizers.steps_skipped()
 
     def compiled_graphs(self) -> DynamoStats:
         """What was compiled, for the report's ``graphs``, ``recompiles`` and graph breaks: dynamo's
-        counts since :attr:`compiles_since` (``backend="xla"``: XLA's, :meth:`.XlaBackend.compiled_graphs`)."""
-        if self.xla is not None:
-            return self.xla.compiled_graphs(running=self.active == self.xla.label)
+        counts since :attr:`compiles_since`."""
         return dynamo_stats(self.compiles_since)
 
     def compile_stats(self) -> dict[str, Any] | None:
-        """The backend's own section of the report: None for Inductor, ``xla`` for XLA
-        (:meth:`.XlaBackend.compile_stats`)."""
-        return self.xla.compile_stats(running=self.active == self.xla.label) if self.xla is not None else None
+        """The backend's own section of the report: None for Inductor (:class:`~.xla_runtime.XlaRuntime`
+        has one)."""
+        return None
 
     def write_debug(self, folder: Any) -> list[str]:
         """Debug mode: the backend's own debug files into ``folder``; returns their names (none for
         Inductor, whose logs :class:`~sagemaker_tc.compiler.debug.DebugCapture` writes)."""
-        return self.xla.write_debug(folder) if self.xla is not None else []
+        return []
 
     def final_label(self) -> str:
         """The plan the job runs at the end."""
         chosen = self.schedule.chosen if self.schedule is not None else None
         return self._effective(chosen, prepare=False) if chosen else self.active
-
-
-def _lengths_dynamic(kwargs: Mapping[str, Any], dims: Mapping[str, int] | None) -> None:
-    """Mark the sequence dimension of a bucketed call's tensors dynamic for dynamo (a hint: a model
-    that needs it static keeps it static), so the compiled forward is made once for every padded
-    length instead of once per bucket; the batch dimension stays static."""
-    import torch
-
-    from sagemaker_tc import _internals
-
-    lengths = set((dims or {}).values())
-    for value in kwargs.values():
-        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[1] in lengths:
-            _internals.mark_dynamic_hint(value, 1)
-
-
-def _holds_tensor(values: tuple) -> bool:
-    """A positional argument is a tensor (the shape policy pads keyword arguments only)."""
-    import torch
-
-    return any(isinstance(value, torch.Tensor) for value in values)
-
-
-def _shape_signature(args: tuple, kwargs: Mapping[str, Any]) -> tuple:
-    """The shapes of a call's tensor arguments (no tensor is read)."""
-    import torch
-
-    named = [(str(i), v) for i, v in enumerate(args)] + sorted(kwargs.items(), key=lambda item: item[0])
-    return tuple((name, tuple(value.shape)) for name, value in named if isinstance(value, torch.Tensor))

@@ -4,7 +4,8 @@ A :class:`CompilerSession` is made from the resolved ``TrainingCompilerConfig``:
 a job (:mod:`sagemaker_tc.container.launcher`), by ``compile_model`` outside one. It owns
 
 - the runtime: the compiled regions, the compile plan, the policy's schedule
-  (:class:`~sagemaker_tc.compiler.runtime.CompilerRuntime`);
+  (:class:`~sagemaker_tc.compiler.runtime.CompilerRuntime`; ``backend="xla"``:
+  :class:`~sagemaker_tc.compiler.xla_runtime.XlaRuntime`);
 - the step records (:class:`~sagemaker_tc.compiler.steps.StepTimer`) and the compile watch
   (:class:`~sagemaker_tc.compiler.dynamo.CompileWatch`);
 - the bucket statistics, the debug capture, the compile cache's outcome and the batch-size decision;
@@ -40,15 +41,17 @@ from sagemaker_tc.compiler.runtime import CompilerRuntime
 from sagemaker_tc.compiler.shapes import BucketStats
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.compiler.stopping import StopSignal
+from sagemaker_tc.compiler.xla_runtime import XlaRuntime
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import SessionStateError
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.job_cache import JobCache
     from sagemaker_tc.compiler.regions import CompiledRegions
-    from sagemaker_tc.compiler.xla import XlaBackend
 
 logger = logging.getLogger("sagemaker_tc.session")
+
+Runtime = CompilerRuntime | XlaRuntime  # the session's runtime, by its config's backend
 
 _current: CompilerSession | None = None
 
@@ -128,7 +131,7 @@ class CompilerSession:
         self.job_cache = job_cache
         self.buckets = BucketStats()
         self.timer = StepTimer(label=lambda: self.runtime.current_label(), device=lambda: self.runtime.model_device)
-        self.runtime = CompilerRuntime(self.buckets, self.timer, xla=_xla_backend(config))
+        self.runtime: Runtime = _runtime_for(config, self.buckets, self.timer)
         self.timer.add_step_end_callback(self.runtime.after_step)
         self.watch = CompileWatch(self.timer.on_compile, on_limit_hit=self.runtime.recompile_limit_hit)
         self.debug = DebugCapture() if config.debug else None
@@ -347,12 +350,12 @@ class CompilerSession:
     @property
     def accumulation(self) -> int:
         """Forwards (micro-batches) per optimizer step, as last set by :meth:`set_accumulation` (1)."""
-        return self.runtime.forwards_per_step
+        return self.runtime.calls.forwards_per_step
 
     def set_accumulation(self, forwards: int) -> None:
         """Gradient accumulation: ``forwards`` training forwards (micro-batches) per optimizer step,
-        at least 1 (CUDA graphs run only with 1: :meth:`CompilerRuntime._captures`)."""
-        self.runtime.set_accumulation(forwards)
+        at least 1 (CUDA graphs run only with 1: :meth:`~.calls.ModelCalls.captures`)."""
+        self.runtime.calls.set_accumulation(forwards)
 
     @property
     def device_name(self) -> str:
@@ -363,13 +366,13 @@ class CompilerSession:
     def add_model_call_listener(self, listener: Callable[[Any, tuple, dict], None]) -> None:
         """Call ``listener(module, args, kwargs)`` before each call of an attached model (outside any
         compiled graph), until :meth:`close` (or until a failed :meth:`setup` block is undone)."""
-        self.add_cleanup(self.runtime.add_model_call_listener(listener))
+        self.add_cleanup(self.runtime.calls.add_listener(listener))
 
     def pad_batches_on_host(self, loader: Any) -> bool:
         """``backend="xla"``: pad ``loader``'s training batches to the buckets in its collate function
-        (:meth:`sagemaker_tc.compiler.xla.XlaBackend.pad_on_host`). Returns False when nothing was
+        (:meth:`sagemaker_tc.compiler.xla_runtime.XlaRuntime.pad_batches_on_host`). Returns False when nothing was
         wrapped: another backend, or no DataLoader found."""
-        return self.runtime.pad_batches_on_host(loader)
+        return isinstance(self.runtime, XlaRuntime) and self.runtime.pad_batches_on_host(loader)
 
     def join(self, integration: str, *, first_only: bool = False) -> None:
         """Record the integration that drives the job (``"transformers"``, ``"pytorch"``) for the
@@ -384,7 +387,7 @@ class CompilerSession:
     @property
     def pads_training_batches(self) -> bool:
         """True while the plan that runs pads training batches to buckets (a compiled plan; eager never pads)."""
-        return self.runtime.pads_training_batches
+        return self.runtime.calls.pads_training_batches
 
     def record_batch_tuning(self, decision: BatchTuning) -> None:
         """Keep a batch-size decision for the report's ``batch_tuning``."""
@@ -489,14 +492,14 @@ class CompilerSession:
             return None
 
 
-def _xla_backend(config: TrainingCompilerConfig) -> XlaBackend | None:
-    """:class:`~sagemaker_tc.compiler.xla.XlaBackend` for ``backend="xla"`` (the runtime composes it),
-    else None."""
+def _runtime_for(config: TrainingCompilerConfig, buckets: BucketStats, timer: StepTimer) -> Runtime:
+    """The runtime ``config``'s backend runs: :class:`~sagemaker_tc.compiler.xla_runtime.XlaRuntime` for
+    ``backend="xla"``, else :class:`~sagemaker_tc.compiler.runtime.CompilerRuntime` (Inductor's plans)."""
     if config.compiles and config.backend == "xla":
         from sagemaker_tc.compiler.xla import XlaBackend
 
-        return XlaBackend()
-    return None
+        return XlaRuntime(XlaBackend(), buckets, timer)
+    return CompilerRuntime(buckets, timer)
 
 
 def _torch_installed() -> bool:
