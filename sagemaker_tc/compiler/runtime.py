@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import history, known_wrong, planner, sharding
 from sagemaker_tc.compiler.calls import ModelCalls, RuntimeView
-from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats, dynamo_stats
-from sagemaker_tc.compiler.evaluation import EvalInputs, EvaluationCalls
+from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
+from sagemaker_tc.compiler.evaluation import EvalInputs
 from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory, judge
 from sagemaker_tc.compiler.optimizers import StepOptimizers
 from sagemaker_tc.compiler.plans import (
@@ -38,6 +37,7 @@ from sagemaker_tc.compiler.plans import (
 )
 from sagemaker_tc.compiler.regions import CompiledRegions
 from sagemaker_tc.compiler.rollback import snapshot
+from sagemaker_tc.compiler.runtime_state import RuntimeState
 from sagemaker_tc.compiler.schedule import Schedule
 from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 from sagemaker_tc.compiler.steps import StepTimer
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sagemaker_tc.compiler")
 
 
-class CompilerRuntime:
+class CompilerRuntime(RuntimeState):
     """A session's compile plans, schedule and measurements.
 
     Args:
@@ -58,25 +58,13 @@ class CompilerRuntime:
     """
 
     def __init__(self, buckets: BucketStats | None = None, timer: StepTimer | None = None) -> None:
-        self.buckets = buckets or BucketStats()
-        self.timer = timer
+        super().__init__(buckets, timer)  # device read at the first training call (_check_device)
         self._lock = threading.Lock()
-        self.config: TrainingCompilerConfig | None = None
-        self.plans: list[CompiledRegions] = []
-        self.attention: str | None = None
-        self.shapes: ShapePolicy | None = None
-        self.active = planner.EAGER
-        self.fallback_reason: str | None = None
         self.schedule: Schedule | None = None
-        self.device = self.device_name = "cpu"  # the model's, read at its first training call (_check_device)
-        self.model_device: Any = None  # its torch.device: the step timer's events and the ranks' agreement
         self._device_seen = False
-        self.compiles_since: DynamoMark | None = None  # the session's mark: count dynamo's work after it
         self._job_length: tuple[int | None, str] = (None, "unknown")
         self.failed = PlanFailures()
-        self.evaluation = EvaluationCalls(device=lambda: self.model_device)  # eager unless compiling it pays
         self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file (resume_with)
-        self.plan_end_listeners: list[Callable[[str], None]] = []  # called with a plan that ends, before it does
         view = RuntimeView(
             active=lambda: self.active, shapes=lambda: self.shapes, device=lambda: self.device,
             budget=lambda plan: self.recompile_budgets.get(plan), invalidate=self._invalidate,

@@ -13,18 +13,17 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import history, planner
 from sagemaker_tc.compiler.calls import ModelCalls, RuntimeView
-from sagemaker_tc.compiler.dynamo import DynamoMark, DynamoStats
-from sagemaker_tc.compiler.evaluation import EvaluationCalls
+from sagemaker_tc.compiler.dynamo import DynamoStats
 from sagemaker_tc.compiler.failures import error_summary
 from sagemaker_tc.compiler.plans import Attached
 from sagemaker_tc.compiler.regions import CompiledRegions
 from sagemaker_tc.compiler.rollback import snapshot
+from sagemaker_tc.compiler.runtime_state import RuntimeState
 from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy
 from sagemaker_tc.compiler.steps import StepTimer
 from sagemaker_tc.config import TrainingCompilerConfig
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sagemaker_tc.compiler")
 
 
-class XlaRuntime:
+class XlaRuntime(RuntimeState):
     """A ``backend="xla"`` session's runtime (module docstring).
 
     Args:
@@ -46,23 +45,11 @@ class XlaRuntime:
     """
 
     def __init__(self, xla: XlaBackend, buckets: BucketStats | None = None, timer: StepTimer | None = None) -> None:
+        super().__init__(buckets, timer)  # model_device stays None: the step timer's events on the host's clock
         self.xla = xla
-        self.buckets = buckets or BucketStats()
-        self.timer = timer
-        self.config: TrainingCompilerConfig | None = None
-        self.plans: list[CompiledRegions] = []
-        self.attention: str | None = None
-        self.shapes: ShapePolicy | None = None
-        self.active = planner.EAGER
-        self.fallback_reason: str | None = None
         self.schedule = self.decision = self.optimizer_kind = None  # no plans: no schedule, no step plan
-        self.device = self.device_name = "cpu"
-        self.model_device: Any = None  # the step timer's events stay on the host's clock
-        self.compiles_since: DynamoMark | None = None
         self.recompile_budgets: dict[str, int] = {}
         self.failures: list[dict[str, Any]] = []
-        self.plan_end_listeners: list[Callable[[str], None]] = []
-        self.evaluation = EvaluationCalls(device=lambda: self.model_device)
         self._attached: list[Attached] = []
         self._optimizers: weakref.WeakSet = weakref.WeakSet()
         running = lambda: self.active == self.xla.label  # noqa: E731
