@@ -602,3 +602,17 @@ def test_local_modes_take_the_config_files_environment_only(user_config, make):
     assert estimator.environment == {"FROM_CONFIG": "1"} and estimator.role is None
     assert estimator.settings.get("subnets") is None and estimator.settings.get("tags") is None
     assert make(environment={"MINE": "1"}).environment == {"MINE": "1"}
+
+
+def test_a_pipeline_variable_where_the_value_is_needed_when_built_is_named(source_dir, bucket, make):
+    """Arguments that are not carried into the step (role, volume_size, a job setting, ...) refuse a
+    pipeline variable by its name, saying why and which arguments take one."""
+    from sagemaker.core.workflow.parameters import ParameterInteger, ParameterString
+
+    role = ParameterString(name="Role", default_value="arn:aws:iam::111122223333:role/SageMakerRole")
+    with pytest.raises(EstimatorArgumentError, match=r"role \(Role\): pipeline variables .* carried into the step"):
+        smtc_cell(source_dir, bucket, role=role, sagemaker_session=pipeline_session())
+    size = ParameterInteger(name="Disk", default_value=100)
+    spot = ParameterString(name="Spot", default_value="true")
+    with pytest.raises(EstimatorArgumentError, match=r"volume_size \(Disk\), use_spot_instances \(Spot\): pipeline"):
+        make(volume_size=size, use_spot_instances=spot)

@@ -355,6 +355,39 @@ def check_output_path(output_path: Any, *, cloud: bool) -> str | None:
     return output_path
 
 
+# Arguments a pipeline variable may stand for: carried into the step's request (checked by its default).
+PIPELINE_VARIABLE_ARGUMENTS = (
+    "instance_type",
+    "instance_count",
+    "max_run",
+    "output_path",
+    "environment",
+    "hyperparameters",
+)
+
+
+def check_pipeline_variables(given: Mapping[str, Any]) -> None:
+    """Refuse a pipeline variable given for an argument sagemaker-tc reads when the estimator is built
+    (``given``: argument name to value, as passed; the names in :data:`PIPELINE_VARIABLE_ARGUMENTS`
+    are carried into the step instead).
+
+    Raises:
+        EstimatorArgumentError: naming each such argument and its variable, and the arguments that
+            take pipeline variables.
+    """
+    named = [
+        f"{name} ({getattr(value, 'name', None) or type(value).__name__})"
+        for name, value in given.items()
+        if name not in PIPELINE_VARIABLE_ARGUMENTS and isinstance(value, PipelineVariable)
+    ]
+    if named:
+        raise EstimatorArgumentError(
+            f"{', '.join(named)}: pipeline variables where sagemaker-tc needs the value when the estimator is built "
+            "(it is checked, or picks the image and the compiler's launcher, before the pipeline runs); pass a "
+            f"plain value. Pipeline variables are carried into the step for: {', '.join(PIPELINE_VARIABLE_ARGUMENTS)}"
+        )
+
+
 def check_max_run(max_run: Any) -> int:
     """``max_run``: the job's time limit, seconds (SageMaker's StoppingCondition.MaxRuntimeInSeconds).
     A pipeline variable is checked by its ``default_value`` (which is returned).

@@ -145,6 +145,7 @@ class EstimatorSpec:
         """Check every argument of an estimator (``given``: ``_FrameworkEstimator.__init__``'s named
         arguments, as passed) in the order the estimators always checked them; raises what the
         estimator's docstring lists, before any job starts."""
+        arguments.check_pipeline_variables({**given, **given_settings})
         arguments.check_types(
             source_dir=given["source_dir"],
             output_path=None if is_pipeline_variable(given["output_path"]) else given["output_path"],
