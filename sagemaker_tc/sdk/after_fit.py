@@ -87,15 +87,15 @@ def training_job_analytics(estimator: Any):
 
 
 _DESCRIBE = "estimator.latest_training_job.describe()"
-_PROFILER_UPDATE = (
+PROFILER_UPDATE = (
     "a running SageMaker job's profiler changes with sagemaker-core's "
     "TrainingJob.get(estimator.latest_training_job.name).update(profiler_config=..., profiler_rule_configurations=...)"
 )
 # SDK v2 estimator members sagemaker-tc does not offer -> what to do instead.
 NOT_OFFERED = {
-    "enable_default_profiling": f"set profiler_config= when building the estimator; {_PROFILER_UPDATE}",
-    "disable_profiling": f"build the estimator with disable_profiler=True; {_PROFILER_UPDATE}",
-    "update_profiler": _PROFILER_UPDATE,
+    "enable_default_profiling": f"set profiler_config= when building the estimator; {PROFILER_UPDATE}",
+    "disable_profiling": f"build the estimator with disable_profiler=True; {PROFILER_UPDATE}",
+    "update_profiler": PROFILER_UPDATE,
     "get_vpc_config": f"the job's VPC is {_DESCRIBE}.get('VpcConfig')",
     "transformer": (
         "batch transform needs an inference image and model: create them with sagemaker-core "

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from sagemaker_tc.errors import EstimatorArgumentError, MemberNotOfferedError
-from sagemaker_tc.sdk import job_status
+from sagemaker_tc.sdk import after_fit, job_status
 from sagemaker_tc.sdk.request import TrainingJobRequest, check_job_name
 
 logger = logging.getLogger(__name__)
@@ -176,8 +176,8 @@ class CloudJob:
     def update_profiler(self, *args: Any, **kwargs: Any) -> None:
         """SDK v2's: refused (:class:`~sagemaker_tc.errors.MemberNotOfferedError`), with the sagemaker-core call."""
         raise MemberNotOfferedError(
-            "latest_training_job.update_profiler() (SDK v2's) is not offered by sagemaker-tc: a running job's "
-            "profiler changes with sagemaker-core's TrainingJob.get(name).update(profiler_config=...)"
+            "latest_training_job.update_profiler() (SDK v2's) is not offered by sagemaker-tc: "
+            + after_fit.PROFILER_UPDATE
         )
 
     @classmethod
