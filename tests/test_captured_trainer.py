@@ -111,6 +111,11 @@ def test_whole_step_replays_give_the_trainers_own_results_bit_for_bit(tmp_path, 
     assert section["warm_up_steps"] + section["replays"] == 14 - 3
     assert section["capture_failures"] == [] and section["invalidations"] == []
     assert "captured_step" not in theirs[3]
+    # the step plan's trial is read by its replays (issue 42 point 4); the uncaptured run has no such figures
+    (trial,) = [t for t in ours[3]["trials"] if t["plan"] == "step"]
+    assert 1 <= trial["capture"]["buckets_met"] <= section["bucket_keys"]
+    assert trial["capture"]["replays"] <= section["replays"]
+    assert all("capture" not in t for t in theirs[3]["trials"])
 
 
 def test_whole_step_replays_stay_within_1e_4_of_eager_for_20_steps(tmp_path, tiny_bert_dir):

@@ -101,6 +101,15 @@ def gpu_evidence_fields(device: str) -> dict[str, str | None] | None:
     return {plan: GPU_EVIDENCE[plan].describe() if plan in GPU_EVIDENCE else None for plan in COMPILED_PLANS}
 
 
+def whole_step_under_auto(device: str) -> bool:
+    """True when ``plan="auto"`` may record the whole step as CUDA graphs on ``device`` when it tries
+    ``step``: on CUDA, once a :data:`GPU_EVIDENCE` entry for ``step`` measured from a captured run
+    pays against its own uncompiled configuration. Without one (today) only a job that names
+    ``plan="step"`` records it."""
+    evidence = GPU_EVIDENCE.get("step")
+    return device == "cuda" and evidence is not None and evidence.pays
+
+
 _WITHOUT_CUDA_GRAPHS = {"reduce-overhead": None, "max-autotune": "max-autotune-no-cudagraphs"}
 
 
@@ -157,14 +166,17 @@ PRIORS: dict[str, dict[str, Prior]] = {
 
 @dataclass(frozen=True)
 class Measured:
-    """One option measured in this job: steady step and the compile it paid (seconds), and how many
+    """One option measured in this job: steady step and the compile it paid (seconds), how many
     of its steps compiled (``compile_seconds / compiling_steps``: one compile's seconds, which the
-    evaluation decision weighs, :mod:`.evaluation`)."""
+    evaluation decision weighs, :mod:`.evaluation`), and seconds it still has to pay before it runs
+    steady (``pending_seconds``: a captured plan's recordings of the buckets its trial did not meet,
+    :mod:`.capture_projection`)."""
 
     plan: str
     steady_step_seconds: float | None
     compile_seconds: float = 0.0
     compiling_steps: int = 0
+    pending_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -227,11 +239,12 @@ class Projection:
 
 
 def project(measured: Sequence[Measured], estimates: Sequence[Estimate], remaining_steps: int) -> list[Projection]:
-    """Projected seconds for the rest of the job for each measured option (its compile is paid) and
-    each estimated one (compile still to pay), lowest first."""
+    """Projected seconds for the rest of the job for each measured option (its compile is paid; what
+    it still has to pay, :attr:`Measured.pending_seconds`, is added) and each estimated one (compile
+    still to pay), lowest first."""
     remaining = max(0, remaining_steps)
     options = [
-        Projection(m.plan, remaining * m.steady_step_seconds, "measured")
+        Projection(m.plan, m.pending_seconds + remaining * m.steady_step_seconds, "measured")
         for m in measured
         if m.steady_step_seconds is not None
     ]

@@ -149,6 +149,7 @@ class CompilerRuntime(RuntimeState):
             )
             self.schedule = Schedule(config, workload)
             self.schedule.model_device = lambda: self.model_device
+            self.schedule.expected_buckets = self.shapes.expected_buckets
             self.schedule.set_job_length(*self._job_length)
             if self.resumed_decision is not None:
                 self.schedule.resume(self.resumed_decision, planner.auto_candidates(self.device))

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sagemaker_tc.compiler import planner
+from sagemaker_tc.compiler import capture_projection, planner
 from sagemaker_tc.compiler.ranks import backend, process_group_size
 from sagemaker_tc.compiler.steps import StepRecord, steady_median
 from sagemaker_tc.config import TrainingCompilerConfig
@@ -31,7 +31,9 @@ EAGER_TRIAL_STEPS = 5
 """Eager steps ``auto`` measures first: the first is warm-up, the median of the rest is the eager step."""
 TRIAL_STEPS = 6
 """Steps of a compiled trial: the first compiles, later ones may compile a new bucket; the steady
-step is the median of those that compiled nothing."""
+step is the median of those that compiled nothing. A trial of the whole step recorded as CUDA graphs
+runs longer, :data:`TRIAL_STEPS` at a time, until it replayed enough steps
+(:mod:`.capture_projection`), and is measured by its replays."""
 
 
 @dataclass
@@ -67,6 +69,9 @@ class Schedule:
         self.phase_start = 0
         self.invalid: dict[str, str] = {}
         self.model_device: Callable[[], Any] = lambda: None  # where the ranks' agreement is staged
+        # buckets the job has seen (ShapePolicy.expected_buckets): a captured trial's pending captures
+        self.expected_buckets: Callable[[], int | None] = lambda: None
+        self.captured: dict[str, capture_projection.CapturedTrial] = {}
 
     def first_plan(self, default: str) -> str:
         """The plan the first step runs (``default`` when the config compiles nothing)."""
@@ -84,6 +89,8 @@ class Schedule:
         path walks the model or reads a step time."""
         self.steps += 1
         if not self.phases or self.phases[0].steps is None or self.steps - self.phase_start < self.phases[0].steps:
+            return None
+        if self._extend_captured_trial(records):
             return None
         phase = self.phases.pop(0)
         if phase.trial:
@@ -125,11 +132,37 @@ class Schedule:
         if plan in self.measured:
             self.measured[plan] = planner.Measured(plan, None)
 
+    def _extend_captured_trial(self, records: Callable[[], list[StepRecord]]) -> bool:
+        """A trial of the whole step recorded that replayed too few steps runs :data:`TRIAL_STEPS`
+        more (:func:`.capture_projection.wants_more_steps`; rank 0's answer on every rank)."""
+        phase = self.phases[0]
+        if not phase.trial or phase.plan == planner.EAGER:
+            return False
+        ran = [r for r in records()[self.phase_start : self.steps] if r.variant == phase.plan]
+        more = agree_across_ranks(capture_projection.wants_more_steps(ran, phase.steps or 0), self.model_device())
+        if more:
+            phase.steps = (phase.steps or 0) + TRIAL_STEPS
+            logger.info(
+                "Compile plan trial: %s replayed too few recorded steps; %d steps more", phase.plan, TRIAL_STEPS
+            )
+        return bool(more)
+
     def _measure(self, phase: Phase, records: list[StepRecord]) -> None:
         ran = [r for r in records[self.phase_start : self.steps] if r.variant == phase.plan]
-        steady = None if phase.plan in self.invalid else steady_median(ran)
+        self.measured[phase.plan] = self._measured(phase.plan, ran)
+
+    def _measured(self, plan: str, ran: list[StepRecord]) -> planner.Measured:
+        """``plan``'s trial steps ``ran`` measured: a captured trial by its replays, with the captures
+        still to pay (:mod:`.capture_projection`); any other by its steady steps."""
         compiling = sum(1 for r in ran if r.compiled_during)
-        self.measured[phase.plan] = planner.Measured(phase.plan, steady, self._compile_seconds(ran, steady), compiling)
+        if not capture_projection.is_captured(ran):
+            steady = None if plan in self.invalid else steady_median(ran)
+            return planner.Measured(plan, steady, self._compile_seconds(ran, steady), compiling)
+        trial = capture_projection.read_trial(ran)
+        self.captured[plan] = trial
+        steady = None if plan in self.invalid else trial.steady_step_seconds
+        pending = trial.pending_seconds(self.expected_buckets())
+        return planner.Measured(plan, steady, self._compile_seconds(ran, steady), compiling, pending)
 
     def _compile_seconds(self, ran: list[StepRecord], steady: float | None) -> float:
         """What the compiling steps of ``ran`` took beyond a steady step: the plan's own steady step,
@@ -181,8 +214,8 @@ class Schedule:
         if self.phases and self.phases[0].trial and self.steps > self.phase_start:
             plan = self.phases[0].plan
             ran = [r for r in records[self.phase_start : self.steps] if r.variant == plan]
-            steady = None if plan in self.invalid else steady_median(ran)
-            measured.setdefault(plan, planner.Measured(plan, steady, self._compile_seconds(ran, steady)))
+            measured.setdefault(plan, self._measured(plan, ran))
+        expected = self.expected_buckets() if self.captured else None
         return [
             {
                 "plan": m.plan,
@@ -190,6 +223,7 @@ class Schedule:
                 "steady_step_seconds": m.steady_step_seconds,
                 "compile_seconds": m.compile_seconds if m.plan != planner.EAGER else None,
                 "invalid": self.invalid.get(m.plan),
+                **({"capture": self.captured[m.plan].to_dict(expected)} if m.plan in self.captured else {}),
             }
             for m in measured.values()
         ]

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sagemaker_tc import _internals, contract
-from sagemaker_tc.compiler import backward, history, resume
+from sagemaker_tc.compiler import backward, history, planner, resume
 from sagemaker_tc.compiler.captured_step import GraphBackend, graph_backend_for
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, dynamo_mark
@@ -151,16 +151,19 @@ class CompilerSession:
     def whole_step_backend(self) -> GraphBackend | None:
         """The graph backend to record a whole training step with now, or None: the job named
         ``plan="step"`` with the default mode, the step plan runs, and its device records
-        (:mod:`sagemaker_tc.integrations.captured_trainer`; ``plan="auto"`` never records it)."""
+        (:mod:`sagemaker_tc.integrations.captured_trainer`; under ``plan="auto"`` only where
+        :func:`~.planner.whole_step_under_auto` allows it)."""
         if not self.whole_step_named() or self.runtime.active != "step":
             return None
         return self.graph_backend_for(self.runtime.device)
 
     def whole_step_named(self) -> bool:
-        """The job named ``plan="step"`` with the default mode (Inductor): a ``Trainer``'s whole step
-        is recorded where the device records (:meth:`whole_step_backend`)."""
+        """The job named ``plan="step"`` with the default mode (Inductor), or ``plan="auto"`` where a
+        committed GPU result backs it (:func:`~.planner.whole_step_under_auto`): a ``Trainer``'s
+        whole step is recorded where the device records (:meth:`whole_step_backend`)."""
         config = self.config
-        return config.compiles and config.backend == "inductor" and config.plan == "step" and config.mode == "default"
+        named = config.plan == "step" or (config.plan == "auto" and planner.whole_step_under_auto(self.runtime.device))
+        return config.compiles and config.backend == "inductor" and named and config.mode == "default"
 
     # -- life ------------------------------------------------------------------------------------
     def open(self) -> CompilerSession:

@@ -268,6 +268,18 @@ class ShapePolicy:
         self.targets.add(key)
         return True
 
+    def expected_buckets(self) -> int | None:
+        """How many bucket lengths the training batches met so far need: the buckets a registered
+        collator padded to, else the (encoder) targets of the lengths seen while eager and those
+        padded to since. None when the policy never pads (no buckets to speak of)."""
+        if self._collator_pads():
+            return len(self.stats.batches) if self.stats is not None else None
+        if self.setting is None:
+            return None
+        padded = set(self.stats.batches) if self.stats is not None else set()
+        lengths = {self.target(length) for length in self.seen} | {key[0] for key in self.targets} | padded
+        return len(lengths) or None
+
     def wrap_collate(self, collate_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``collate_fn`` with :meth:`apply` on each mapping batch it returns: padding on the host,
         before a dataloader moves the batch to the device."""

@@ -33,13 +33,17 @@ from sagemaker_tc import _internals
 @dataclass
 class StepRecord:
     """One optimizer step: seconds (see the module docstring for how they are measured), samples
-    (global batch), whether torch compiled during it, and the variant it ran (``eager``,
-    ``compiled``, ...)."""
+    (global batch), whether torch compiled during it, the variant it ran (``eager``, ``compiled``,
+    ...), and, for a whole step run through its recordings (:mod:`.captured_step`), what it did
+    (``capture``: ``"warm-up"``, ``"recorded"`` or ``"replayed"``; None for any other step) and its
+    bucket key."""
 
     seconds: float
     samples: int
     compiled_during: bool
     variant: str = "compiled"
+    capture: str | None = None
+    bucket: Any = None
 
 
 @dataclass
@@ -50,6 +54,7 @@ class _Ended:
     start: Any  # CUDA event recorded at the step's begin (None: host-timed)
     end: Any  # CUDA event recorded at its end (None: host-timed)
     seconds: float | None = None  # host-timed steps
+    capture: tuple[str, Any] | None = None  # (what the captured step did, its bucket key)
 
 
 def _cuda_in_use() -> bool:
@@ -89,6 +94,7 @@ class StepTimer:
         self._begun_at: float | None = None
         self._begin_event: Any = None
         self._variant = "eager"
+        self._capture: tuple[str, Any] | None = None
         self.compiles_in_steps = 0
 
     # -- events ----------------------------------------------------------------------------------
@@ -106,6 +112,14 @@ class StepTimer:
         counts steps and switches plans there; it may call :meth:`flush`)."""
         self._on_step_ended.append(callback)
 
+    def mark_capture(self, outcome: str, bucket: Any = None) -> None:
+        """The open step ran the whole step through its recordings: ``outcome`` is ``"warm-up"``,
+        ``"recorded"`` or ``"replayed"`` (:meth:`.captured_step.CapturedStep.run`), ``bucket`` its
+        bucket key. Kept on the step's :class:`StepRecord`; ignored outside a step."""
+        with self._lock:
+            if self._begun_at is not None:
+                self._capture = (outcome, bucket)
+
     @property
     def step_open(self) -> bool:
         """True between :meth:`begin_step` and :meth:`end_step`."""
@@ -118,6 +132,7 @@ class StepTimer:
             self._begun_at = time.perf_counter()
             self._compiles_at_begin = self._compiles
             self._variant = self._label() if self._label is not None else "eager"
+            self._capture = None
             self._begin_event = _record_event(self._device()) if cuda else None
 
     def end_step(self, samples: int) -> None:
@@ -130,10 +145,11 @@ class StepTimer:
             compiled = self._compiles != self._compiles_at_begin
             if self._begin_event is None or not cuda:  # host-timed; queued behind CUDA steps in flight
                 seconds = time.perf_counter() - self._begun_at
-                self._pending.append(_Ended(int(samples), compiled, self._variant, None, None, seconds))
+                ended = _Ended(int(samples), compiled, self._variant, None, None, seconds, self._capture)
             else:
                 end = _record_event(self._device())
-                self._pending.append(_Ended(int(samples), compiled, self._variant, self._begin_event, end))
+                ended = _Ended(int(samples), compiled, self._variant, self._begin_event, end, capture=self._capture)
+            self._pending.append(ended)
             self._begun_at = None
             self._resolve(block=False)
         for callback in self._on_step_ended:
@@ -164,7 +180,8 @@ class StepTimer:
                 elif not ended.end.query():
                     break
                 seconds = ended.start.elapsed_time(ended.end) / 1000.0
-            ready.append(StepRecord(seconds, ended.samples, ended.compiled_during, ended.variant))
+            outcome, bucket = ended.capture or (None, None)
+            ready.append(StepRecord(seconds, ended.samples, ended.compiled_during, ended.variant, outcome, bucket))
             self._pending.popleft()
         self.records.extend(ready)
 

@@ -3,7 +3,8 @@
 
 On when the job names ``TrainingCompilerConfig(plan="step")`` (with the default ``mode``), the
 ``step`` plan runs, the model trains on one CUDA GPU and :func:`unmet_preconditions` finds nothing;
-``plan="auto"`` never captures the whole step (no GPU result backs it yet). ``Trainer.training_step``
+``plan="auto"`` records it only where a committed GPU result backs it
+(:func:`~sagemaker_tc.compiler.planner.whole_step_under_auto`: none does yet). ``Trainer.training_step``
 is wrapped (:func:`wrap_training_step`); per optimizer step the wrapper:
 
 - pads the batch to its bucket (before any recording) and routes it: a batch with the job's rows and a
@@ -94,6 +95,8 @@ class TrainerCapture:
         counts: where the report's counts go.
         bucket: ``bucket(batch) -> (padded, bucketed)``: the runtime's shape policy
             (:meth:`~sagemaker_tc.compiler.shapes.ShapePolicy.bucket`).
+        on_outcome: ``on_outcome(outcome, key)`` after each whole step: what it did (``"warm-up"``,
+            ``"recorded"``, ``"replayed"``) and its bucket key (the step timer marks the step).
     """
 
     def __init__(
@@ -103,11 +106,13 @@ class TrainerCapture:
         running: Callable[[], bool],
         counts: CaptureCounts,
         bucket: Callable[[dict[str, Any]], tuple[dict[str, Any], bool]],
+        on_outcome: Callable[[str, Any], None] = lambda outcome, key: None,
     ) -> None:
         self.trainer = trainer
         self.backend = backend
         self.running = running
         self.bucket = bucket
+        self.on_outcome = on_outcome
         self.counts = counts
         self.rows = _hf_internals.trainer_rows(trainer)
         self.taking_part: list[Any] | None = None
@@ -176,7 +181,7 @@ class TrainerCapture:
         if self.captured is None:
             self.captured = self._build(model)
         body = self.captured.body  # the plan may end inside the step (a failure): its results stay
-        self.captured.run(key, batch)
+        self.on_outcome(self.captured.run(key, batch), key)
         self.handled, self._body = True, body
         return self._filtered(body.loss)
 
@@ -351,6 +356,7 @@ class TrainerCaptures:
         running: ``running() -> bool``: the ``step`` plan runs now.
         bucket: the runtime's shape policy's ``bucket`` (:class:`TrainerCapture`).
         on_start: called when a Trainer's capture starts (the runtime stops its own CUDA graphs).
+        on_outcome: what each whole step did, and its bucket key (:class:`TrainerCapture`).
     """
 
     def __init__(
@@ -359,11 +365,13 @@ class TrainerCaptures:
         running: Callable[[], bool],
         bucket: Callable[[dict[str, Any]], tuple[dict[str, Any], bool]],
         on_start: Callable[[], None] = lambda: None,
+        on_outcome: Callable[[str, Any], None] = lambda outcome, key: None,
     ) -> None:
         self.wanted = wanted
         self.running = running
         self.bucket = bucket
         self.on_start = on_start
+        self.on_outcome = on_outcome
         self.counts = CaptureCounts()
         self.refusals: list[str] = []
         self._by_trainer: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -380,7 +388,7 @@ class TrainerCaptures:
             self.refusals.append(reason)
             logger.warning("CAPTURED STEP OFF: %s; the step plan runs without recording the whole step", reason)
         else:
-            capture = TrainerCapture(trainer, backend, self.running, self.counts, self.bucket)
+            capture = TrainerCapture(trainer, backend, self.running, self.counts, self.bucket, self.on_outcome)
             capture.install(model)
             self.on_start()
         self._by_trainer[trainer] = capture

@@ -183,6 +183,7 @@ def install(session: CompilerSession) -> bool:
         running=lambda: session.runtime.active == "step",
         bucket=lambda batch: session.runtime.shapes.bucket(batch) if session.runtime.shapes else (batch, False),
         on_start=lambda: setattr(session.runtime, "whole_step_recorded", True),
+        on_outcome=session.timer.mark_capture,
     )
     session.captured_step_report = captures.report
     session.runtime.plan_end_listeners.append(captures.release)
