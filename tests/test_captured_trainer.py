@@ -204,7 +204,7 @@ def test_the_step_plan_ending_drops_the_recordings_before_the_job_steps_back(tmp
         result = original_run(self, key, inputs)
         if self.counts.recordings == 1 and self.counts.replays == 2:
             session = __import__("sagemaker_tc.compiler.session", fromlist=["x"]).current_session()
-            session.runtime._end_plan("step", "compiler_error", "a stand-in failure")
+            session.runtime.failing.end("step", "compiler_error", "a stand-in failure")
         return result
 
     captured_step.CapturedStep.run = run_then_fail

@@ -16,7 +16,7 @@ from test_plan_call import plan_backend  # noqa: F401  (a fixture)
 
 import sagemaker_tc
 from sagemaker_tc import TrainingCompilerConfig
-from sagemaker_tc.compiler import evaluation, runtime
+from sagemaker_tc.compiler import evaluation
 from sagemaker_tc.compiler.dynamo import dynamo_stats
 from sagemaker_tc.compiler.evaluation import EvalInputs, decide, expected_graphs
 from sagemaker_tc.compiler.session import current_session
@@ -186,7 +186,7 @@ def test_a_trainer_job_whose_timings_pay_evaluates_compiled(tmp_path, plan_backe
         decided.append(plan)
         return given
 
-    monkeypatch.setattr(runtime.CompilerRuntime, "_evaluation_inputs", given_timings)
+    monkeypatch.setattr(evaluation.EvaluationCalls, "inputs_under", given_timings)
     report, losses, eval_compiles = trainer_job(tmp_path / "regional", TrainingCompilerConfig(plan="regional"))
     _, eager_losses, _ = trainer_job(tmp_path / "eager", TrainingCompilerConfig(enabled=False))
     assert decided == ["regional"]  # decided once, after the first evaluation run under the plan
@@ -238,4 +238,4 @@ def test_evaluation_runs_compiled_only_under_the_plan_it_was_shown_to_pay_for(pl
     runtime_.eval_eager.add("regional")  # a compiled evaluation call of it failed
     assert runtime_.calls.variant(model) == evaluation.EAGER
     runtime_.evaluation.choice = {"runs": "compiled", "reason": "compiled: it pays"}
-    assert runtime_.evaluation_report()["runs"] == "eager"
+    assert runtime_.evaluation.summary()["runs"] == "eager"

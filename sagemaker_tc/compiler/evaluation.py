@@ -24,7 +24,7 @@ switches to the plan's compiled (dynamic) variant only when the projection says 
   (forward and backward: more than a forward-only evaluation graph costs, so the rule leans eager).
 
 Once compiled, evaluation stays compiled for that plan (its compile is paid); a compiled evaluation
-call that fails sends evaluation back to eager (``CompilerRuntime.eval_eager``). The report's
+call that fails sends evaluation back to eager (:attr:`EvaluationCalls.eager_plans`). The report's
 ``plan_decision.evaluation`` has the choice, the reason and the figures it was made from. Each rank
 decides for itself, with no collective (a plain loop may evaluate on one rank only); an evaluation
 call runs no collective either way, so ranks that decide differently still agree on every result.
@@ -137,6 +137,30 @@ class EvaluationCalls:
         self._depth = 0
         self._timed = False
         self.eager_plans: set[str] = set()  # plans whose evaluation calls failed compiled: evaluation runs eager
+        self.active: Callable[[], str] = lambda: EAGER  # the plan training runs (follow)
+        self.measured: Callable[[], dict[str, Any]] = dict
+        self.dynamic: Callable[[], bool | None] = lambda: None
+
+    def follow(
+        self, active: Callable[[], str], measured: Callable[[], dict[str, Any]], dynamic: Callable[[], bool | None]
+    ) -> None:
+        """Read the plan training runs, the schedule's measurements per plan and the config's
+        ``dynamic`` from these (an Inductor runtime's), for :meth:`compiled_now` and :meth:`end_run_now`."""
+        self.active, self.measured, self.dynamic = active, measured, dynamic
+
+    def compiled_now(self) -> bool:
+        """Evaluation calls run the active plan's compiled variant (:meth:`runs_compiled`)."""
+        return self.runs_compiled(self.active())
+
+    def end_run_now(self) -> None:
+        """An evaluation run ended (the first training call after evaluation calls, or the
+        ``Trainer``'s ``on_evaluate``): decide again whether compiling it pays under the active plan
+        (:meth:`end_run_under`, from :meth:`inputs_under`)."""
+        self.end_run_under(self.active(), self.inputs_under)
+
+    def inputs_under(self, plan: str) -> EvalInputs:
+        """What the evaluation decision under ``plan`` is made from, as measured in this job so far."""
+        return self.inputs_for(plan, self.measured(), self.dynamic())
 
     def set_expected_runs(self, runs: int | None, source: str) -> None:
         """The evaluation runs the job makes in all (``source`` names where that comes from)."""

@@ -1,6 +1,6 @@
 """What a compiler session measured and decided, gathered for its report.
 
-:func:`job_facts` reads the runtime (its plans, trials, decision and failures) and the values the
+:func:`job_facts` reads the runtime and its parts (plans, trials, decision, failures, evaluation) and the values the
 session hands it (step records, compile watch, cache outcome, batch-size decision) into the
 :class:`~sagemaker_tc.compiler.report.JobFacts` that :func:`~sagemaker_tc.compiler.report.build_report`
 turns into ``report.json``. Dynamo's counts start at the session's open (:class:`~.dynamo.DynamoMark`).
@@ -111,7 +111,7 @@ def _plan_decision(runtime: CompilerRuntime) -> dict[str, Any] | None:
         "recompile_budgets": dict(runtime.recompile_budgets),
         "gpu_evidence": planner.gpu_evidence_fields(runtime.device),
         "optimizer_steps_skipped": runtime.optimizer_steps_skipped(),
-        "evaluation": runtime.evaluation_report(),
+        "evaluation": runtime.evaluation.summary(),
         **known_wrong.report_fields(runtime.attached_models(), runtime.config.plan, runtime.final_label()),
     }
 

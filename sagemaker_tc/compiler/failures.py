@@ -3,7 +3,8 @@
 A plan that failed (a compiled call raised while the same call ran eagerly, or it ran out of
 memory) never runs again in the job; the job steps back to the next safer plan that has not failed
 (:data:`STEP_BACK`), else eager. Pure (no torch): :class:`~sagemaker_tc.compiler.runtime.CompilerRuntime`
-records failures here and installs what :meth:`PlanFailures.step_back` names.
+records failures here, hands :class:`FailureHandling` what ends a plan (``on_end``), and installs what
+:meth:`PlanFailures.step_back` names.
 """
 
 from __future__ import annotations
@@ -65,6 +66,104 @@ class PlanFailures:
         if plan not in ended:
             return plan
         return next((safer for safer in STEP_BACK.get(plan, ()) if safer not in ended and allowed(safer)), EAGER)
+
+
+class FailureHandling:
+    """How a failed plan ends: recorded in ``failed``, its measurements invalidated, the job stepped
+    back by the runtime's ``on_end(plan, failure)`` (which sets ``failure["stepped_back_to"]``), and
+    said (:func:`announce`). Handed what it reads of the runtime as callables; imports no runtime.
+
+    Args:
+        failed: the job's plan failures.
+        on_end: ``(plan, failure)``: the runtime steps back from ``plan`` (called under ``lock``).
+        active: the plan that runs.
+        steps: optimizer steps finished so far (0 before the schedule).
+        invalidate: ``(plan, reason)``: the plan's measurements are not to be trusted.
+        strict: the config says ``policy="strict"``.
+        running: a compiled call of a plan is under way.
+        evaluation_failed: ``(plan, reason)``: evaluation runs eager under ``plan`` from now on.
+        lock: held while a plan ends (the runtime's, held too while it changes plans).
+    """
+
+    def __init__(
+        self,
+        failed: PlanFailures,
+        *,
+        on_end: Callable[[str, dict[str, Any]], None],
+        active: Callable[[], str],
+        steps: Callable[[], int],
+        invalidate: Callable[[str, str], None],
+        strict: Callable[[], bool],
+        running: Callable[[], bool],
+        evaluation_failed: Callable[[str, str], None],
+        lock: Any,
+    ) -> None:
+        self.failed, self.on_end, self.active, self.steps = failed, on_end, active, steps
+        self.invalidate, self.strict, self.running = invalidate, strict, running
+        self.evaluation_failed, self.lock = evaluation_failed, lock
+
+    def plan_failed(self, plan: str, error: BaseException) -> None:
+        """A compiled call of ``plan`` failed while the same call ran eagerly (or the step plan's
+        update failed while the as-built update worked): ``plan`` never runs again in this job, and
+        the job steps back. An out-of-memory error is not the compiler's failure: it ends the plan
+        under either policy.
+
+        Raises:
+            CompilerError: under ``policy="strict"`` for a compiler failure, naming the plan, with
+                ``error`` as the cause.
+        """
+        self.end(plan, *judge(plan, error, strict=self.strict()))
+
+    def end(self, plan: str, kind: str, reason: str) -> None:
+        """``plan`` never runs again in this job: record it (``kind``), invalidate its measurements,
+        step back to the next safer plan (or eager: ``on_end``) and say so."""
+        with self.lock:
+            if plan in self.failed.ended():
+                return  # another region of the same plan, in the same step: handled
+            failure = self.failed.record(plan, kind, reason, self.steps())
+            for name in failure["ends"]:
+                self.invalidate(name, f"{failure['kind']}: {reason}" if name == plan else f"{plan} failed")
+            self.on_end(plan, failure)
+        announce(failure)
+
+    def eval_failed(self, plan: str, error: BaseException) -> None:
+        """A compiled evaluation call of ``plan`` (module in eval mode) failed while the same call ran
+        eagerly: evaluation runs eager from now on, training keeps ``plan`` (its own calls did not
+        fail). Under ``policy="strict"`` (and for an out-of-memory error) it is :meth:`plan_failed`.
+
+        Raises:
+            CompilerError: under ``policy="strict"``, as :meth:`plan_failed`.
+        """
+        if self.strict() or is_out_of_memory(error):
+            self.plan_failed(plan, error)
+            return
+        self.evaluation_failed(plan, error_summary(error))
+
+    def backward_failed(self, plan: str, error: BaseException) -> str:
+        """``plan``'s compiled backward raised in ``loss.backward()`` (:mod:`.backward`): end it as
+        :meth:`plan_failed` does. Returns the plan the job runs from now on.
+
+        Raises:
+            CompilerError: under ``policy="strict"``, as :meth:`plan_failed`.
+        """
+        self.plan_failed(plan, error)
+        return self.active()
+
+    def recompile_limit_hit(self, message: str) -> None:
+        """Dynamo hit a recompile limit while the active plan ran: its trial ran partly eager, so
+        invalid, and the plan ends (kind ``recompile_limit``, under either policy: this runs inside
+        dynamo's frame evaluation, where raising is not the user's error): past its limit each call of
+        the frame would walk every cached guard and then run uncompiled, under the plan's name. A
+        limit hit by a function the script compiled itself (no plan call under way, and not one of the
+        plans' ``plan_forward__*`` code objects) is not the plan's."""
+        if not self.running() and "plan_forward__" not in message:
+            logger.info("Recompile limit hit outside the compile plan's calls (the script's own compiled code)")
+            return
+        plan = self.active()
+        if plan == EAGER:
+            return
+        self.invalidate(plan, f"recompile limit hit: {message[:200]}")
+        self.end(plan, "recompile_limit", message[:200])
 
 
 def judge(plan: str, error: BaseException, *, strict: bool) -> tuple[str, str]:

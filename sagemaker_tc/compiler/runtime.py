@@ -7,10 +7,11 @@ its compiled calls in their slots, the optimizer's update for ``step``, bucket p
 
 Every compiled callable is guarded (module slots by :class:`~.plan_call.GuardedCall`, the step plan's update by
 :class:`~.optimizers.StepPlanOptimizer`): a call that raises is rerun eagerly; if eager works the plan failed
-(:meth:`CompilerRuntime.plan_failed`) and never runs again in the job, which steps back to a safer plan
-(:mod:`.failures`), or under ``policy="strict"`` raises :class:`CompilerError` naming it (an out-of-memory
-error ends the plan under either policy). If eager fails too, the error is the model's own. CUDA graphs run
-only where torch supports them (:meth:`~.calls.ModelCalls.captures`), never on the optimizer update alone.
+(:meth:`.failures.FailureHandling.plan_failed`) and never runs again in the job, which steps back to a safer
+plan (:meth:`CompilerRuntime._step_back`), or under ``policy="strict"`` raises :class:`CompilerError` naming
+it (an out-of-memory error ends the plan under either policy). If eager fails too, the error is the model's
+own. CUDA graphs run only where torch supports them (:meth:`~.calls.ModelCalls.captures`), never on the
+optimizer update alone.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _hf_internals
-from sagemaker_tc.compiler import history, known_wrong, planner, sharding
+from sagemaker_tc.compiler import known_wrong, planner, sharding
 from sagemaker_tc.compiler.calls import ModelCalls, RuntimeView
 from sagemaker_tc.compiler.dynamo import DynamoStats, dynamo_stats
-from sagemaker_tc.compiler.evaluation import EvalInputs
-from sagemaker_tc.compiler.failures import PlanFailures, announce, error_summary, is_out_of_memory, judge
+from sagemaker_tc.compiler.failures import FailureHandling, PlanFailures
 from sagemaker_tc.compiler.optimizers import StepOptimizers
 from sagemaker_tc.compiler.plans import (
     ModelPlans,
@@ -60,16 +60,28 @@ class CompilerRuntime(RuntimeState):
     def __init__(self, buckets: BucketStats | None = None, timer: StepTimer | None = None) -> None:
         super().__init__(buckets, timer)  # device read at the first training call (_check_device)
         self._lock = threading.Lock()
-        self.schedule: Schedule | None = None
         self._device_seen = False
         self._job_length: tuple[int | None, str] = (None, "unknown")
         self.failed = PlanFailures()
         self.resumed_decision: dict[str, Any] | None = None  # an interrupted job's plan file (resume_with)
+        self.evaluation.follow(
+            lambda: self.active, lambda: self.schedule.measured if self.schedule is not None else {},
+            lambda: self.config.dynamic if self.config is not None else None,
+        )  # fmt: skip
+        self.failing = FailureHandling(  # how a failed plan ends; the step back is ours
+            self.failed, on_end=self._step_back, active=lambda: self.active, invalidate=self._invalidate,
+            steps=lambda: self.schedule.steps if self.schedule is not None else 0, lock=self._lock,
+            strict=lambda: self.config is not None and self.config.policy == "strict",
+            running=lambda: self.models.running[0] > 0, evaluation_failed=self.evaluation.compiled_call_failed,
+        )  # fmt: skip
+        self.plan_failed, self.eval_failed = self.failing.plan_failed, self.failing.eval_failed
+        self.backward_failed, self.recompile_limit_hit = self.failing.backward_failed, self.failing.recompile_limit_hit
+        self.end_evaluation_run = self.evaluation.end_run_now
         view = RuntimeView(
             active=lambda: self.active, shapes=lambda: self.shapes, device=lambda: self.device,
             budget=lambda plan: self.recompile_budgets.get(plan), invalidate=self._invalidate,
             training_call=self._training_call, evaluation_call=self._evaluation_call,
-            evaluation_ended=self.evaluation.end_call, evaluates_compiled=self._evaluates_compiled,
+            evaluation_ended=self.evaluation.end_call, evaluates_compiled=self.evaluation.compiled_now,
         )  # fmt: skip
         self.calls = ModelCalls(view)  # each call of an attached model: padding, variant, listeners
         hooks = PlanHooks(self.calls.variant, self.plan_failed, self.calls.before_call, self.eval_failed)
@@ -86,21 +98,6 @@ class CompilerRuntime(RuntimeState):
     def optimizer_kind(self) -> str | None:
         """The step plan's update (``"fused"``, ``"compiled"``, ``"as built"``; None: it never ran)."""
         return self.optimizers.kind
-
-    @property
-    def eval_eager(self) -> set[str]:
-        """Plans whose compiled evaluation calls failed: evaluation runs eager under them."""
-        return self.evaluation.eager_plans
-
-    @property
-    def whole_step_recorded(self) -> bool:
-        """A ``Trainer``'s whole step is recorded (:mod:`~sagemaker_tc.integrations.captured_trainer`):
-        no CUDA graph trees inside it (:meth:`~.calls.ModelCalls.captures`)."""
-        return self.calls.whole_step_recorded
-
-    @whole_step_recorded.setter
-    def whole_step_recorded(self, value: bool) -> None:
-        self.calls.whole_step_recorded = value
 
     # -- setup ---------------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, config: TrainingCompilerConfig) -> CompiledRegions:
@@ -156,13 +153,6 @@ class CompilerRuntime(RuntimeState):
         self._activate(self._effective(self.schedule.first_plan(self.active)))
         return plan
 
-    def history_entry(self, cache_state: str) -> dict[str, Any]:
-        """What this job measured of its plans, for the next job with the same workload
-        (:func:`sagemaker_tc.compiler.history.job_entry`; ``cache_state`` ``"cold"`` or ``"warm"``)."""
-        return history.job_entry(
-            self.trials(), list(self.failures), self.eager_step_seconds(), self.final_label(), cache_state
-        )
-
     def resume_with(self, saved: dict[str, Any]) -> None:
         """Take an interrupted job's plan file (:func:`sagemaker_tc.compiler.resume.saved_plan`): the
         schedule made at the first :meth:`attach` starts from its decision instead of new trials."""
@@ -183,14 +173,6 @@ class CompilerRuntime(RuntimeState):
     def decision(self) -> dict[str, Any] | None:
         """``plan="auto"``'s decision once made, or a resumed job's (else None)."""
         return self.schedule.decision if self.schedule is not None else None
-
-    def finish_step(self) -> None:
-        """Right after ``optimizer.step()``: nothing to do for Inductor (:class:`~.xla_runtime.XlaRuntime`
-        marks its step here)."""
-
-    def current_label(self) -> str:
-        """The plan the next step runs (a step record's label)."""
-        return self.active
 
     def after_step(self) -> None:
         """Count an optimizer step and install the plan the schedule names next, if any (called by
@@ -228,7 +210,7 @@ class CompilerRuntime(RuntimeState):
     def _evaluation_call(self, signature: tuple) -> None:
         """An evaluation call begins (``signature``: its input shapes): timed while it runs eager."""
         if self.schedule is not None and self.config is not None and self.config.compiles:
-            self.evaluation.begin_call(signature, timed=not self._evaluates_compiled())
+            self.evaluation.begin_call(signature, timed=not self.evaluation.compiled_now())
 
     def _invalidate(self, plan: str, reason: str) -> None:
         if self.schedule is not None:
@@ -248,32 +230,6 @@ class CompilerRuntime(RuntimeState):
             if self.schedule is not None:
                 self.schedule.workload.device = device
 
-    # -- evaluation ---------------------------------------------------------------------------------
-    def _evaluates_compiled(self) -> bool:
-        """Evaluation calls run the active plan's compiled variant
-        (:meth:`~.evaluation.EvaluationCalls.runs_compiled`)."""
-        return self.evaluation.runs_compiled(self.active)
-
-    def set_evaluation_runs(self, runs: int | None, source: str) -> None:
-        """The evaluation runs the job makes in all (a ``Trainer``'s, from its evaluation strategy;
-        ``source`` names it for the report). Unknown (never set): evaluation stays eager."""
-        self.evaluation.set_expected_runs(runs, source)
-
-    def end_evaluation_run(self) -> None:
-        """An evaluation run ended (the first training call after evaluation calls, or the
-        ``Trainer``'s ``on_evaluate``): decide again whether compiling it pays under the active plan
-        (:meth:`~.evaluation.EvaluationCalls.end_run_under`)."""
-        self.evaluation.end_run_under(self.active, lambda plan: self._evaluation_inputs(plan))
-
-    def _evaluation_inputs(self, plan: str) -> EvalInputs:
-        """What the evaluation decision under ``plan`` is made from, as measured in this job so far."""
-        measured = self.schedule.measured if self.schedule is not None else {}
-        return self.evaluation.inputs_for(plan, measured, self.config.dynamic if self.config is not None else None)
-
-    def evaluation_report(self) -> dict[str, Any]:
-        """The report's ``plan_decision.evaluation`` (:meth:`~.evaluation.EvaluationCalls.summary`)."""
-        return self.evaluation.summary()
-
     # -- activation ---------------------------------------------------------------------------------
     def _activate(self, plan: str) -> None:
         """Make ``plan`` the one that runs: fill its slots, empty the others, switch the optimizer,
@@ -284,11 +240,6 @@ class CompilerRuntime(RuntimeState):
             self.shapes.set_padding(plan != planner.EAGER)
         self.optimizers.switch(self.active, plan)
         self.active = plan
-
-    def set_accumulation(self, forwards: int) -> None:
-        """Gradient accumulation is known: ``forwards`` training forwards per optimizer step
-        (:meth:`~.calls.ModelCalls.set_accumulation`)."""
-        self.calls.set_accumulation(forwards)
 
     def prepared_plans(self) -> list[str]:
         """The compile plans prepared on the attached models (compiled lazily, installed when active)."""
@@ -310,61 +261,16 @@ class CompilerRuntime(RuntimeState):
             self.calls.set_after_hook(attached, enabled=False)
 
     # -- failure ---------------------------------------------------------------------------------
-    def plan_failed(self, plan: str, error: BaseException) -> None:
-        """A compiled call of ``plan`` failed while the same call ran eagerly (or the step plan's
-        update failed while the as-built update worked): ``plan`` never runs again in this job, and
-        the job steps back (module docstring). An out-of-memory error is not the compiler's failure:
-        it ends the plan under either policy.
-
-        Raises:
-            CompilerError: under ``policy="strict"`` for a compiler failure, naming the plan, with
-                ``error`` as the cause.
-        """
-        strict = self.config is not None and self.config.policy == "strict"
-        self._end_plan(plan, *judge(plan, error, strict=strict))
-
-    def _end_plan(self, plan: str, kind: str, reason: str) -> None:
-        """``plan`` never runs again in this job: record it (``kind``), invalidate its measurements,
-        step back to the next safer plan (or eager) and say so."""
-        with self._lock:
-            if plan in self.failed.ended():
-                return  # another region of the same plan, in the same step: handled
-            step = self.schedule.steps if self.schedule is not None else 0
-            failure = self.failed.record(plan, kind, reason, step)
-            if self.schedule is not None:
-                for name in failure["ends"]:
-                    self.schedule.invalidate(name, f"{failure['kind']}: {reason}" if name == plan else f"{plan} failed")
-            target = failure["stepped_back_to"] = self._effective(plan)
-            for listener in list(self.plan_end_listeners):
-                listener(plan)  # recordings and their memory pool go before the step back
-            if target == planner.EAGER:
-                self.fallback_reason = f"plan {plan} failed at step {step}; training continues eager: {reason}"
-            self._activate(target)
-        announce(failure)
-
-    def eval_failed(self, plan: str, error: BaseException) -> None:
-        """A compiled evaluation call of ``plan`` (module in eval mode) failed while the same call ran
-        eagerly: evaluation runs eager from now on, training keeps ``plan`` (its own calls did not
-        fail). Under ``policy="strict"`` (and for an out-of-memory error) it is :meth:`plan_failed`.
-
-        Raises:
-            CompilerError: under ``policy="strict"``, as :meth:`plan_failed`.
-        """
-        strict = self.config is not None and self.config.policy == "strict"
-        if strict or is_out_of_memory(error):
-            self.plan_failed(plan, error)
-            return
-        self.evaluation.compiled_call_failed(plan, error_summary(error))
-
-    def backward_failed(self, plan: str, error: BaseException) -> str:
-        """``plan``'s compiled backward raised in ``loss.backward()`` (:mod:`.backward`): end it as
-        :meth:`plan_failed` does. Returns the plan the job runs from now on.
-
-        Raises:
-            CompilerError: under ``policy="strict"``, as :meth:`plan_failed`.
-        """
-        self.plan_failed(plan, error)
-        return self.active
+    def _step_back(self, plan: str, failure: dict[str, Any]) -> None:
+        """``plan`` ended (:meth:`.failures.FailureHandling.end`, under the lock): run the next safer plan
+        (or eager), after the plan-end listeners, and say why when it is eager."""
+        target = failure["stepped_back_to"] = self._effective(plan)
+        for listener in list(self.plan_end_listeners):
+            listener(plan)  # recordings and their memory pool go before the step back
+        if target == planner.EAGER:
+            at, reason = failure["at_step"], failure["reason"]
+            self.fallback_reason = f"plan {plan} failed at step {at}; training continues eager: {reason}"
+        self._activate(target)
 
     @property
     def failures(self) -> list[dict[str, Any]]:
@@ -393,35 +299,7 @@ class CompilerRuntime(RuntimeState):
             return any(plan_modules(m, "regional") != [m] for m in models)
         return True
 
-    def recompile_limit_hit(self, message: str) -> None:
-        """Dynamo hit a recompile limit while the active plan ran: its trial ran partly eager, so
-        invalid, and the plan ends (kind ``recompile_limit``, under either policy: this runs inside
-        dynamo's frame evaluation, where raising is not the user's error): past its limit each call of
-        the frame would walk every cached guard and then run uncompiled, under the plan's name. A
-        limit hit by a function the script compiled itself (no plan call under way, and not one of the
-        plans' ``plan_forward__*`` code objects) is not the plan's."""
-        ours = self.models.running[0] > 0 or "plan_forward__" in message
-        if not ours:
-            logger.info("Recompile limit hit outside the compile plan's calls (the script's own compiled code)")
-            return
-        plan = self.active
-        if plan == planner.EAGER:
-            return
-        if self.schedule is not None:
-            self.schedule.invalidate(plan, f"recompile limit hit: {message[:200]}")
-        self._end_plan(plan, "recompile_limit", message[:200])
-
     # -- what the report reads -------------------------------------------------------------------
-    def trials(self) -> list[dict[str, Any]]:
-        """Each measured option (:meth:`~sagemaker_tc.compiler.schedule.Schedule.trials`)."""
-        if self.schedule is None:
-            return []
-        return self.schedule.trials(self.timer.records if self.timer is not None else [])
-
-    def eager_step_seconds(self) -> float | None:
-        """Median steady step of the eager phase (seconds), None when not measured."""
-        return self.schedule.eager_step_seconds() if self.schedule is not None else None
-
     def optimizer_steps_skipped(self) -> int:
         """Optimizer steps the step plan's guard could not compute (their gradients were overwritten
         by a CUDA graph replay; :class:`~.optimizers.StepPlanOptimizer`)."""
@@ -431,16 +309,6 @@ class CompilerRuntime(RuntimeState):
         """What was compiled, for the report's ``graphs``, ``recompiles`` and graph breaks: dynamo's
         counts since :attr:`compiles_since`."""
         return dynamo_stats(self.compiles_since)
-
-    def compile_stats(self) -> dict[str, Any] | None:
-        """The backend's own section of the report: None for Inductor (:class:`~.xla_runtime.XlaRuntime`
-        has one)."""
-        return None
-
-    def write_debug(self, folder: Any) -> list[str]:
-        """Debug mode: the backend's own debug files into ``folder``; returns their names (none for
-        Inductor, whose logs :class:`~sagemaker_tc.compiler.debug.DebugCapture` writes)."""
-        return []
 
     def final_label(self) -> str:
         """The plan the job runs at the end."""

@@ -16,7 +16,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import _hf_internals
-from sagemaker_tc.compiler import history, planner
+from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.calls import ModelCalls, RuntimeView
 from sagemaker_tc.compiler.dynamo import DynamoStats
 from sagemaker_tc.compiler.failures import error_summary
@@ -47,7 +47,7 @@ class XlaRuntime(RuntimeState):
     def __init__(self, xla: XlaBackend, buckets: BucketStats | None = None, timer: StepTimer | None = None) -> None:
         super().__init__(buckets, timer)  # model_device stays None: the step timer's events on the host's clock
         self.xla = xla
-        self.schedule = self.decision = self.optimizer_kind = None  # no plans: no schedule, no step plan
+        self.decision = self.optimizer_kind = None  # no plans: no schedule, no step plan
         self.recompile_budgets: dict[str, int] = {}
         self.failures: list[dict[str, Any]] = []
         self._attached: list[Attached] = []
@@ -136,12 +136,6 @@ class XlaRuntime(RuntimeState):
     def after_step(self) -> None:
         """Nothing to decide: XLA has no schedule (the step was marked at :meth:`finish_step`)."""
 
-    def current_label(self) -> str:
-        """What the next step runs: XLA's label, or eager after a failure."""
-        return self.active
-
-    final_label = current_label
-
     def track_optimizer(self, optimizer: Any) -> None:
         """Remember an optimizer the job steps (its state on the XLA device goes when the job falls back)."""
         from sagemaker_tc.compiler.optimizers import is_torch_optimizer, unwrap
@@ -156,17 +150,9 @@ class XlaRuntime(RuntimeState):
     def resume_with(self, saved: dict[str, Any]) -> None:
         """An interrupted job's plan file: nothing to resume without compile plans."""
 
-    def set_evaluation_runs(self, runs: int | None, source: str) -> None:
-        """The evaluation runs the job makes in all (the report says them)."""
-        self.evaluation.set_expected_runs(runs, source)
-
     def end_evaluation_run(self) -> None:
         """An evaluation run ended: evaluation calls run as given under XLA (nothing to decide)."""
         self.evaluation.end_run()
-
-    def evaluation_report(self) -> dict[str, Any]:
-        """The report's ``plan_decision.evaluation`` (:meth:`~.evaluation.EvaluationCalls.report`)."""
-        return self.evaluation.report(compiled_failed=False)
 
     def pad_batches_on_host(self, loader: Any) -> bool:
         """Pad ``loader``'s training batches to the buckets in its collate function, on the host
@@ -201,18 +187,6 @@ class XlaRuntime(RuntimeState):
         """No compile plan to try."""
         return []
 
-    def trials(self) -> list[dict[str, Any]]:
-        """No trials under XLA."""
-        return []
-
-    def eager_step_seconds(self) -> float | None:
-        """Not measured under XLA."""
-        return None
-
     def optimizer_steps_skipped(self) -> int:
         """No step plan under XLA."""
         return 0
-
-    def history_entry(self, cache_state: str) -> dict[str, Any]:
-        """What this job measured, for the next job with the same workload (no trials under XLA)."""
-        return history.job_entry([], [], None, self.final_label(), cache_state)
