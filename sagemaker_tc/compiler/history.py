@@ -163,6 +163,13 @@ class PlanHistory:
         self.folder = folder
         self.key = key
 
+    @classmethod
+    def of_job(cls, folder: Path | None, runtime: Any, records: list[Any], world_size: int) -> PlanHistory:
+        """The history in ``folder`` of the workload of a job whose runtime is ``runtime`` (its first
+        model and device name), whose step ``records`` are these (a live list) and with ``world_size``
+        processes (:func:`workload_key`)."""
+        return cls(folder, lambda: workload_key(runtime.first_model(), runtime.device_name, records, world_size))
+
     def plans(self) -> dict[str, Any]:
         """What earlier jobs with this workload measured, per plan (``{}`` when none or no key yet);
         the schedule's ``history_source``."""

@@ -9,16 +9,19 @@ session's other parts into the report (:func:`~sagemaker_tc.compiler.facts.job_f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sagemaker_tc.compiler.facts import SessionValues, job_facts
+from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.compiler.report import build_report, print_metric_lines, write_report
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.debug import DebugCapture
+    from sagemaker_tc.compiler.dynamo import CompileWatch
+    from sagemaker_tc.compiler.job_cache import JobCache
     from sagemaker_tc.compiler.regions import CompiledRegions
     from sagemaker_tc.compiler.shapes import BucketStats
     from sagemaker_tc.compiler.steps import StepTimer
@@ -68,15 +71,15 @@ def gather(
     config: TrainingCompilerConfig,
     runtime: Any,
     record: JobRecord,
-    *,
     timer: StepTimer,
     buckets: BucketStats,
-    recompile_limit_hits: list[Any],
-    cache_outcome: dict[str, Any] | None,
-    world: int,
+    watch: CompileWatch,
+    job_cache: JobCache | None,
+    environ: Mapping[str, str],
 ) -> dict[str, Any]:
-    """The report (``report.json``'s fields) as of now from the session's parts; waits for steps
-    still on the GPU (the timer's flush)."""
+    """The report (``report.json``'s fields) as of now from a session's parts: its config, runtime,
+    record, step timer, bucket statistics, compile watch, compile cache (None: none) and environment
+    (the world size); waits for steps still on the GPU (the timer's flush)."""
     values = SessionValues(
         records=timer.flush(),
         compiles_in_steps=timer.compiles_in_steps,
@@ -84,11 +87,11 @@ def gather(
         integration=record.integration,
         resumed_from=record.resumed_from,
         shapes=buckets.summary(),
-        recompile_limit_hits=list(recompile_limit_hits),
-        cache_outcome=cache_outcome,
+        recompile_limit_hits=list(watch.recompile_limit_hits),
+        cache_outcome=job_cache.outcome if job_cache is not None else None,
         batch_tuning=record.batch_tuning.to_dict() if record.batch_tuning is not None else None,
         script_outcome=record.script_outcome,
-        world=world,
+        world=world_size(environ),
     )
     report = build_report(config, job_facts(config, runtime, values))
     captured = record.captured_step()

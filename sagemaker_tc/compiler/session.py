@@ -154,10 +154,9 @@ class CompilerSession:
     @contextmanager
     def setup(self) -> Iterator[CompilerSession]:
         """An integration's setup (``compile_model``), all or nothing: when the block raises, every
-        undo it added with :meth:`add_cleanup` runs (last added first) and the record's
-        ``integration`` and ``regions`` are put back, so the next call starts from the session as it was
-        (:meth:`attach` puts the runtime back itself; an integration's own per-session state is undone
-        by the cleanup it added)."""
+        undo it added with :meth:`add_cleanup` runs (last added first) and the record's ``integration``
+        and ``regions`` are put back, so the next call starts from the session as it was (:meth:`attach`
+        puts the runtime back itself; an integration's own state is undone by the cleanup it added)."""
         mark, kept = len(self._undo), (self.record.integration, self.record.regions)
         try:
             yield self
@@ -168,16 +167,10 @@ class CompilerSession:
 
     def close(self, script_outcome: str | None = None) -> dict[str, Any] | None:
         """End the session: save the compile cache and write the report (global rank 0 of a
-        launcher's session), then undo every hook. Never raises over the report or the cache (the
-        script's own outcome matters more).
-
-        Args:
-            script_outcome: how a launcher's script ended (``"finished"``, ``"failed"``): the report's
-                ``fallback_reason`` for a script that failed before it attached a model.
-
-        Returns:
-            The report when this process wrote one, else None.
-        """
+        launcher's session), then undo every hook. ``script_outcome``: how a launcher's script ended
+        (``"finished"``, ``"failed"``; the report's ``fallback_reason`` for a script that failed
+        before it attached a model). Returns the report when this process wrote one, else None.
+        Never raises over the report or the cache (the script's own outcome matters more)."""
         global _current
         if self.state != "open":
             return None
@@ -238,12 +231,9 @@ class CompilerSession:
                 device (a ``Trainer``'s): ``backend="xla"`` then pads in its collate function.
             warn_shard_order: warn when ``model`` is FSDP2-sharded already (``compile_model``).
 
-        Returns:
-            What the configured plan compiles, or None when the model was not attached.
-
-        Raises:
-            Exception: whatever the runtime's attach raised (it is all or nothing; ``use_cache`` is
-                set back when a :meth:`setup` block around the call is undone).
+        Returns what the configured plan compiles, or None when the model was not attached. Raises
+        whatever the runtime's attach raised (all or nothing; ``use_cache`` is set back when a
+        :meth:`setup` block around the call is undone).
         """
         config = config or self.config
         runtime = self.runtime
@@ -272,9 +262,8 @@ class CompilerSession:
         return plan
 
     def _prepare_plans(self, model: Any, config: TrainingCompilerConfig) -> CompiledRegions:
-        """The runtime prepares ``model``'s plans (all or nothing); the record keeps what the
-        configured plan compiles; with a compile cache, ``plan="auto"`` starts from what earlier jobs
-        measured (:class:`~.history.PlanHistory`)."""
+        """The runtime prepares ``model``'s plans (all or nothing), the record keeps what the configured
+        plan compiles; with a compile cache ``plan="auto"`` starts from earlier jobs' :mod:`.history`."""
         regions = self.runtime.attach(model, config)
         self.record.regions = regions
         if self.runtime.recompile_budgets and torch_installed():
@@ -287,19 +276,13 @@ class CompilerSession:
 
     def _history(self) -> history.PlanHistory:
         """This job's workload's plan history, in the compile cache's Inductor folder."""
-        runtime, timer, world = self.runtime, self.timer, world_size(self.environ)
         folder = self.job_cache.cache.inductor_dir if self.job_cache is not None else None
-        return history.PlanHistory(
-            folder, lambda: history.workload_key(runtime.first_model(), runtime.device_name, timer.records, world)
-        )
+        return history.PlanHistory.of_job(folder, self.runtime, self.timer.records, world_size(self.environ))
 
     def use_buckets(self, buckets: list[int]) -> BucketStats:
         """A bucketing collator joins: training runs static graphs from now on, and dynamo's
-        ``recompile_limit`` makes room for one graph per bucket (restored at :meth:`close`).
-
-        Returns:
-            The statistics the collator counts its batches in.
-        """
+        ``recompile_limit`` makes room for one graph per bucket (restored at :meth:`close`). Returns
+        the statistics the collator counts its batches in."""
         self.buckets.register(buckets)
         if torch_installed():
             self.limits.raise_recompile_limit(recompile_limit_for_buckets(len(buckets), _internals.recompile_limit()))
@@ -307,11 +290,8 @@ class CompilerSession:
 
     def resume_from(self, checkpoint: Path) -> dict[str, Any]:
         """The job resumes from ``checkpoint`` (before the model is attached): the report says
-        ``resumed_from``, and ``plan="auto"`` runs the decision saved there (:mod:`.resume`).
-
-        Returns:
-            The report's ``resumed_from`` entry.
-        """
+        ``resumed_from``, and ``plan="auto"`` runs the decision saved there (:mod:`.resume`). Returns
+        the report's ``resumed_from`` entry."""
         self.record.resumed_from, saved = resume.begin(checkpoint)
         if saved is not None:
             self.runtime.resume_with(saved)
@@ -340,10 +320,9 @@ class CompilerSession:
 
     # -- steps: an integration begins each optimizer step on the timer and ends it here ----------------
     def end_step(self, samples: int) -> None:
-        """Right after ``optimizer.step()``: the backend ends its step (XLA marks it: one graph per
-        optimizer step), then the step's record ends. ``samples`` is the step's global batch, in
-        samples (all ranks, all micro-batches). The schedule may switch plans here. Never waits for
-        the GPU."""
+        """Right after ``optimizer.step()``: the backend ends its step (XLA marks one graph), then the
+        step's record of ``samples`` (the global batch: all ranks, all micro-batches) ends; the
+        schedule may switch plans here. Never waits for the GPU."""
         self.runtime.finish_step()
         self.timer.end_step(samples)
 
@@ -352,19 +331,11 @@ class CompilerSession:
         """The report (``report.json``'s fields) as of now (:func:`.job_report.gather`; dynamo's
         counts start at :meth:`open`); waits for steps still on the GPU."""
         return job_report.gather(
-            self.config,
-            self.runtime,
-            self.record,
-            timer=self.timer,
-            buckets=self.buckets,
-            recompile_limit_hits=self.watch.recompile_limit_hits,
-            cache_outcome=self.job_cache.outcome if self.job_cache is not None else None,
-            world=world_size(self.environ),
+            self.config, self.runtime, self.record, self.timer, self.buckets, self.watch, self.job_cache, self.environ
         )
 
     def _finish(self) -> dict[str, Any] | None:
-        """Keep the plan history and save the cache, write the report (and the debug files), print
-        the metric lines."""
+        """Keep the plan history, save the cache, write the report and debug files, print the metrics."""
         try:
             if self.job_cache is not None:
                 if self.runtime.config is not None:
