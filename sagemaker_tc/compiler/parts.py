@@ -68,8 +68,8 @@ def torch_installed() -> bool:
 
 @dataclass(frozen=True, eq=False)
 class TrainerParts:
-    """One session's parts, built once by :meth:`CompilerSession.trainer_parts
-    <sagemaker_tc.compiler.session.CompilerSession.trainer_parts>`.
+    """One session's parts, as :meth:`CompilerSession.trainer_parts
+    <sagemaker_tc.compiler.session.CompilerSession.trainer_parts>` builds them.
 
     Attributes:
         config: the session's resolved config.
@@ -87,7 +87,7 @@ class TrainerParts:
 
     config: TrainingCompilerConfig
     timer: StepTimer
-    runtime: Any
+    runtime: Runtime
     record: JobRecord
     add_cleanup: Callable[[Callable[[], None]], None]
     attach: Callable[..., CompiledRegions | None]
