@@ -151,13 +151,8 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
             config = config or session.config
             session.record.join("pytorch", first_only=True)
             StepWatcher.of(session.timer, session.runtime, session.end_step, session.add_cleanup)
-            session.attach(
-                model,
-                config,
-                job_length=(config.expected_steps, "expected_steps"),
-                measure_calls=True,
-                warn_shard_order=session.record.integration == "pytorch",
-            )
+            length, first = (config.expected_steps, "expected_steps"), session.record.integration == "pytorch"
+            session.attach(model, config, job_length=length, measure_calls=True, warn_shard_order=first)
             return model
     except BaseException:
         if opened:
