@@ -211,7 +211,7 @@ def test_a_t5_seq2seq_trainer_job_compiles_at_most_one_graph_per_bucket_pair(tmp
         with_kwargs=True,
     )
     session = CompilerSession(TrainingCompilerConfig(plan="regional", buckets=[16, 32], baseline_steps=0)).open()
-    install(session)
+    install(session.trainer_parts())
     try:
         arguments = Seq2SeqTrainingArguments(
             output_dir=str(tmp_path), report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True,

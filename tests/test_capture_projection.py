@@ -140,16 +140,16 @@ def test_auto_records_the_whole_step_only_with_a_gpu_result_for_it(monkeypatch):
     assert not planner.whole_step_under_auto("cuda")
 
 
-def test_the_session_names_the_whole_step_under_auto_only_with_that_result(monkeypatch):
-    from sagemaker_tc.compiler.session import CompilerSession
+def test_the_whole_step_is_named_under_auto_only_with_that_result(monkeypatch):
+    from sagemaker_tc.compiler.parts import whole_step_named
 
-    session = CompilerSession(TrainingCompilerConfig(plan="auto"))
-    session.runtime.device = "cuda"
-    assert not session.whole_step_named()
+    auto = TrainingCompilerConfig(plan="auto")
+    assert not whole_step_named(auto, "cuda")
     evidence = planner.GpuEvidence("step", "x", "m", "sagemaker-tc", "eager-tuned", 1.6)
     monkeypatch.setitem(planner.GPU_EVIDENCE, "step", evidence)
-    assert session.whole_step_named()
-    assert CompilerSession(TrainingCompilerConfig(plan="step")).whole_step_named()
+    assert whole_step_named(auto, "cuda") and not whole_step_named(auto, "cpu")
+    assert whole_step_named(TrainingCompilerConfig(plan="step"), "cpu")
+    assert not whole_step_named(TrainingCompilerConfig(plan="step", mode="reduce-overhead"), "cuda")
 
 
 def test_expected_buckets_count_the_lengths_the_job_met():

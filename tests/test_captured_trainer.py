@@ -72,7 +72,7 @@ def _train(tmp_path, tiny_bert_dir, backend, callbacks=(), dropout=0.1, compiled
     torch.set_num_threads(1)  # the Trainer's own CPU run is bitwise repeatable on one thread only
     with session if compiled else nullcontext():
         if compiled:
-            install(session)
+            install(session.trainer_parts())
         trainer = Trainer(
             model=model,
             args=args,

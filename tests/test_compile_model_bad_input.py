@@ -122,11 +122,15 @@ def test_a_failed_attach_in_the_jobs_session_leaves_that_session_as_it_was():
             compile_model(UnreadyModel.build())
 
         assert current_session() is session and session.state == "open"
-        assert (len(session._undo), StepWatcher.watching(session), session.integration) == (undo_before, False, None)
+        assert (len(session._undo), StepWatcher.watching(session.timer), session.record.integration) == (
+            undo_before,
+            False,
+            None,
+        )
         runtime = session.runtime
         assert (runtime.config, runtime.schedule, runtime.plans, runtime.first_model()) == (None, None, [], None)
 
         good = compile_model(small_model())
-        assert runtime.first_model() is good and session.integration == "pytorch"
+        assert runtime.first_model() is good and session.record.integration == "pytorch"
         assert_compiles(good)
         assert session.timer.records  # the step watcher, installed once, counted the step

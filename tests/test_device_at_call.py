@@ -50,10 +50,10 @@ def test_compile_model_before_to_device_records_the_models_device_at_the_first_c
     session = current_session()
     try:
         state = session.runtime
-        assert state.device == "cpu" and session.device_name == "cpu"  # nothing trained yet
+        assert state.device == "cpu" and session.runtime.device_name == "cpu"  # nothing trained yet
         model.to("meta")
         model(torch.zeros(4, 8, device="meta")).backward()
-        assert (state.device, session.device_name) == ("cuda", "Stub GPU")
+        assert (state.device, session.runtime.device_name) == ("cuda", "Stub GPU")
         assert state.schedule.workload.device == "cuda"  # the planner's priors are the GPU's
         assert state.model_device == torch.device("meta") and state.schedule.model_device() == torch.device("meta")
         assert set(state._available_plans()) <= set(planner.auto_candidates("cuda"))
@@ -129,7 +129,7 @@ def test_a_script_that_fails_before_attaching_a_model_is_not_told_to_call_compil
     from sagemaker_tc.compiler.session import CompilerSession
 
     session = CompilerSession(TrainingCompilerConfig())
-    session.set_script_outcome("failed")
+    session.record.script_outcome = "failed"
     reason = session.report()["fallback_reason"]
     assert "failed before it attached a model" in reason and "compile_model" not in reason
 

@@ -129,7 +129,7 @@ def trainer_job(tmp_path, config: TrainingCompilerConfig) -> tuple[dict, list[di
     torch.manual_seed(0)
     model = tiny_bert(vocab_size=64, hidden_size=16, max_position_embeddings=64)
     session = CompilerSession(config).open()
-    install(session)
+    install(session.trainer_parts())
     try:
         arguments = TrainingArguments(
             output_dir=str(tmp_path), report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True,

@@ -8,7 +8,7 @@ by graph, the same operators. Both compile here with a backend that records dyna
 them as they are, so each case costs seconds and what is compared is what Inductor would be given.
 
 One difference is ours by design: a compiling session switches ``config.use_cache`` off while the
-model trains (``integrations/core.py``: a KV cache makes the graph grow per call). The peer is
+model trains (``compiler/model_setup.py``: a KV cache makes the graph grow per call). The peer is
 compared with ``use_cache`` off as well; with it on, the peer's graphs only add the cache's ops.
 """
 

@@ -218,7 +218,7 @@ def trainer_losses(tmp_path, config: TrainingCompilerConfig | None, **arguments)
     session = None
     if config is not None:
         session = CompilerSession(config).open()
-        install(session)
+        install(session.trainer_parts())
     try:
         args = TrainingArguments(
             output_dir=str(tmp_path),

@@ -75,7 +75,7 @@ def test_a_resumable_trainer_job_records_progress_at_most_every_interval(tmp_pat
     for step in range(1, 11):
         monkeypatch.setattr(trainer_resume, "_clock", lambda step=step: 20.0 * step)
         state = SimpleNamespace(is_world_process_zero=True, global_step=step)
-        trainer_resume.on_step_end(session, clock, args, state, control)
+        trainer_resume.on_step_end(session.config.resume, session.stop_agreed, clock, args, state, control)
     assert written == [1, 4, 7, 10]
 
 

@@ -86,7 +86,7 @@ def _through_the_trainer(session, model):
     from sagemaker_tc.integrations.transformers import prepare_training
 
     args = SimpleNamespace(gradient_accumulation_steps=1)
-    prepare_training(session, model, None, args, SimpleNamespace(max_steps=10), torch_compile=False)
+    prepare_training(session.trainer_parts(), model, None, args, SimpleNamespace(max_steps=10), torch_compile=False)
 
 
 @pytest.mark.parametrize("setup", [_through_compile_model, _through_the_trainer])
@@ -98,7 +98,7 @@ def test_both_integrations_switch_use_cache_off_while_training_and_back_at_close
         with CompilerSession(TrainingCompilerConfig(plan=plan)) as session:
             setup(session, model)
             assert model.config.use_cache is False
-            assert session.regions is not None and session.accumulation == 1
+            assert session.record.regions is not None and session.runtime.calls.forwards_per_step == 1
     assert model.config.use_cache is True  # the session's close set it back
     lines = [r.getMessage() for r in caplog.records if r.name == "sagemaker_tc.integrations"]
     assert lines[0] == (
@@ -125,7 +125,7 @@ def test_the_trainer_sets_use_cache_back_at_train_end_and_the_close_does_not_fli
     model = _tiny_gpt2()
     with CompilerSession(TrainingCompilerConfig()) as session:
         _through_the_trainer(session, model)
-        make_callback(session).on_train_end(None, None, None, model=model)
+        make_callback(session.trainer_parts()).on_train_end(None, None, None, model=model)
         assert model.config.use_cache is True
         model.config.use_cache = False  # the script's own choice after training
     assert model.config.use_cache is False

@@ -308,7 +308,7 @@ def job_session():
 
     def open_session(config: TrainingCompilerConfig) -> CompilerSession:
         session = CompilerSession(config).open()
-        install(session)
+        install(session.trainer_parts())
         opened.append(session)
         return session
 

@@ -83,4 +83,4 @@ class BucketCollator:
     def _pads(self) -> bool:
         """Pad while the session runs a compiled plan (eager never pads); always without a session."""
         session = current_session()
-        return session is None or session.pads_training_batches
+        return session is None or session.runtime.calls.pads_training_batches

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,37 @@ def job_entry(
         for plan in failure["ends"]:
             plans[plan] = {"failed": f"{failure['kind']}: {failure['reason']}"[:300]}
     return {"eager_step_seconds": eager_step_seconds, "chosen": chosen, "plans": plans}
+
+
+class PlanHistory:
+    """The plan history of one job's workload in one folder (the compile cache's Inductor folder).
+
+    Args:
+        folder: where ``sagemaker_tc_plans.json`` lives (None: nowhere; reads give nothing, writes are skipped).
+        key: the job's :class:`WorkloadKey` as of now (None until a model is attached and a step
+            recorded); asked at each read and write.
+    """
+
+    def __init__(self, folder: Path | None, key: Callable[[], WorkloadKey | None]) -> None:
+        self.folder = folder
+        self.key = key
+
+    @classmethod
+    def of_job(cls, folder: Path | None, runtime: Any, records: list[Any], world_size: int) -> PlanHistory:
+        """The history in ``folder`` of the workload of a job whose runtime is ``runtime`` (its first
+        model and device name), whose step ``records`` are these (a live list) and with ``world_size``
+        processes (:func:`workload_key`)."""
+        return cls(folder, lambda: workload_key(runtime.first_model(), runtime.device_name, records, world_size))
+
+    def plans(self) -> dict[str, Any]:
+        """What earlier jobs with this workload measured, per plan (``{}`` when none or no key yet);
+        the schedule's ``history_source``."""
+        key = self.key()
+        return read(self.folder, key).get("plans", {}) if key is not None else {}
+
+    def record(self, entry: Callable[[], dict[str, Any]]) -> None:
+        """Keep ``entry()`` (what this job measured, :func:`job_entry`) for the next job with the same
+        workload; nothing when there is no key yet. Never raises over the file (:func:`write`)."""
+        key = self.key()
+        if key is not None:
+            write(self.folder, key, entry())

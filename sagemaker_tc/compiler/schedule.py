@@ -134,18 +134,20 @@ class Schedule:
 
     def _extend_captured_trial(self, records: Callable[[], list[StepRecord]]) -> bool:
         """A trial of the whole step recorded that replayed too few steps runs :data:`TRIAL_STEPS`
-        more (:func:`.capture_projection.wants_more_steps`; rank 0's answer on every rank)."""
+        more (:func:`.capture_projection.wants_more_steps`). No agreement across ranks is needed: the
+        whole step is recorded in one-process jobs only (``captured_trainer.unmet_preconditions``), so
+        with several ranks no step is marked and every rank answers False."""
         phase = self.phases[0]
         if not phase.trial or phase.plan == planner.EAGER:
             return False
         ran = [r for r in records()[self.phase_start : self.steps] if r.variant == phase.plan]
-        more = agree_across_ranks(capture_projection.wants_more_steps(ran, phase.steps or 0), self.model_device())
+        more = capture_projection.wants_more_steps(ran, phase.steps or 0)
         if more:
             phase.steps = (phase.steps or 0) + TRIAL_STEPS
             logger.info(
                 "Compile plan trial: %s replayed too few recorded steps; %d steps more", phase.plan, TRIAL_STEPS
             )
-        return bool(more)
+        return more
 
     def _measure(self, phase: Phase, records: list[StepRecord]) -> None:
         ran = [r for r in records[self.phase_start : self.steps] if r.variant == phase.plan]

@@ -47,12 +47,13 @@ import subprocess
 import sys
 import traceback
 import types
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from sagemaker_tc import contract, scratch
 from sagemaker_tc.compiler.job_cache import JobCache, private_inductor_dir
-from sagemaker_tc.compiler.session import CompilerSession, compiler_dir
+from sagemaker_tc.compiler.parts import TrainerParts
+from sagemaker_tc.compiler.session import CompilerSession
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.container import flight_recorder, watchdog
 from sagemaker_tc.container.distributed import processes_per_host, rank_label, torchrun_command
@@ -91,7 +92,7 @@ def compiler_environment(config: TrainingCompilerConfig, environ: Mapping[str, s
     env = {contract.ENV_CONFIGURED: "1"}
     if config.debug:
         env[contract.ENV_TORCH_LOGS] = "graph_breaks,recompiles"
-        env[contract.ENV_TORCH_TRACE] = str(compiler_dir(environ) / "torch_trace")
+        env[contract.ENV_TORCH_TRACE] = str(contract.compiler_dir(environ) / "torch_trace")
     return env
 
 
@@ -129,7 +130,7 @@ def configure(config: TrainingCompilerConfig, environ: MutableMapping[str, str])
         logger.info("Compiler settings: %s; environment: %s", config.model_dump(), applied)
         if config.debug:
             logger.info(LOG_DEBUG)
-            compiler_dir(environ).mkdir(parents=True, exist_ok=True)
+            contract.compiler_dir(environ).mkdir(parents=True, exist_ok=True)
     if not (config.cache and config.compiles):
         return None
     return JobCache.inherited(config, environ) if inherited else JobCache.open(config, environ)
@@ -148,17 +149,18 @@ def open_session(
     if importlib.util.find_spec("torch") is not None:
         try:
             session.install_stop_signal()
-            session.add_cleanup(when_imported(TRAINER_MODULE, lambda _module: _add_trainer_callback(session)))
+            parts = session.trainer_parts()
+            session.add_cleanup(when_imported(TRAINER_MODULE, lambda _module: _add_trainer_callback(parts)))
         except BaseException:
             session.close()
             raise
     return session
 
 
-def _add_trainer_callback(session: CompilerSession) -> None:
+def _add_trainer_callback(parts: TrainerParts) -> None:
     from sagemaker_tc.integrations import transformers as hf_integration
 
-    hf_integration.install(session)
+    hf_integration.install(parts)
 
 
 def failure_reason(error: BaseException, script: Path | None = None) -> str:
@@ -257,18 +259,18 @@ def _run_job(script: Path, args: Sequence[str], config: TrainingCompilerConfig |
         outcome = "finished" if error.code in (None, 0) else "failed"
         raise
     finally:
-        _end_script(watch, session, outcome)
+        _end_script(watch, session.close if session is not None else None, outcome)
 
 
-def _end_script(watch: _JobWatch | None, session: CompilerSession | None, outcome: str) -> None:
-    """The script has ended with ``outcome``: start the exit deadline, close the session (report, cache
-    save), then record the outcome (from here on, what happens to the process happens at exit)."""
+def _end_script(watch: _JobWatch | None, close: Callable[[str], object] | None, outcome: str) -> None:
+    """The script has ended with ``outcome``: start the exit deadline, close the session with it
+    (``close``, the session's: report, cache save), then record the outcome (from here on, what
+    happens to the process happens at exit)."""
     if watch is not None:
         watch.script_ended(outcome)
     try:
-        if session is not None:
-            session.set_script_outcome(outcome)  # the report's fallback_reason for a script that failed early
-            session.close()
+        if close is not None:
+            close(outcome)  # the report's fallback_reason for a script that failed early
     finally:
         if watch is not None:
             watch.dog.record_outcome(outcome)

@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sagemaker_tc.compiler.session import CompilerSession, current_session, session_for
+from sagemaker_tc.compiler.session import current_session, session_for
 from sagemaker_tc.config import TrainingCompilerConfig, checked_config
 from sagemaker_tc.errors import CheckpointArgumentError, ModelArgumentError
-from sagemaker_tc.integrations.core import prepare_model
 
 if TYPE_CHECKING:
     import torch
+
+    from sagemaker_tc.compiler.steps import StepTimer
 
 logger = logging.getLogger(__name__)
 
@@ -32,56 +34,68 @@ class StepWatcher:
     """A step runs from the first training-mode forward after an optimizer step to the next
     optimizer step; its samples are the batch sizes of the forwards in between.
 
-    One per session (kept here, by session: the session does not know the plain-loop integration):
+    One per session, kept by its step timer (the session does not know the plain-loop integration):
     it hears every call of the models the session attached (outside any compiled graph) and every
     ``optimizer.step()`` through one global optimizer step hook, removed when the session closes (or
     when a failed ``compile_model`` setup is undone). The hook is never traced: a compiled optimizer
     update runs it eagerly after the graph.
+
+    Args:
+        timer: the session's step records (begins each step).
+        runtime: the session's runtime (the optimizers it tracks, the gradient accumulation).
+        end_step: ends an optimizer step of ``samples`` (the session's ``end_step``).
     """
 
-    _of_session: weakref.WeakKeyDictionary[CompilerSession, StepWatcher] = weakref.WeakKeyDictionary()
+    _of_timer: weakref.WeakKeyDictionary[StepTimer, StepWatcher] = weakref.WeakKeyDictionary()
 
-    def __init__(self, session: CompilerSession) -> None:
-        self.session = session
+    def __init__(self, timer: StepTimer, runtime: Any, end_step: Callable[[int], None]) -> None:
+        self.timer = timer
+        self.runtime = runtime
+        self.end_step = end_step
         self.samples = 0
         self.forwards = 0
 
     @classmethod
-    def of(cls, session: CompilerSession) -> StepWatcher:
-        """The session's watcher; the first call installs the global optimizer step hook."""
-        watcher = cls._of_session.get(session)
+    def of(
+        cls, timer: StepTimer, runtime: Any, end_step: Callable[[int], None], add_cleanup: Callable[[Callable], None]
+    ) -> StepWatcher:
+        """The watcher of the session whose step records are ``timer``; the first call installs the
+        global optimizer step hook and listens to the runtime's model calls (each undone by
+        ``add_cleanup``'s callable)."""
+        watcher = cls._of_timer.get(timer)
         if watcher is None:
             import torch
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
-            watcher = cls._of_session[session] = cls(session)
-            session.add_cleanup(lambda: cls._of_session.pop(session, None))
+            watcher = cls._of_timer[timer] = cls(timer, runtime, end_step)
+            add_cleanup(lambda: cls._of_timer.pop(timer, None))
             hook = torch.compiler.disable(watcher.on_optimizer_step)
-            session.add_cleanup(register_optimizer_step_post_hook(hook).remove)
-            session.add_model_call_listener(watcher.on_forward)
+            add_cleanup(register_optimizer_step_post_hook(hook).remove)
+            add_cleanup(runtime.calls.add_listener(watcher.on_forward))
         return watcher
 
     @classmethod
-    def watching(cls, session: CompilerSession) -> bool:
-        """True when ``session`` has a step watcher (``compile_model`` set one up, not undone)."""
-        return session in cls._of_session
+    def watching(cls, timer: StepTimer) -> bool:
+        """True when the session of ``timer`` has a step watcher (``compile_model`` set one up, not undone)."""
+        return timer in cls._of_timer
 
     def on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
         """Before a model call: the first training forward after an optimizer step begins a step."""
         if not module.training:
             return
-        if not self.session.step_open:
+        if not self.timer.step_open:
             self.samples = self.forwards = 0
-            self.session.begin_step()
+            self.timer.begin_step()
         self.samples += _batch_size(args, kwargs)
         self.forwards += 1
 
     def on_optimizer_step(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         """After ``optimizer.step()``: the step ends."""
-        self.session.track_optimizer(optimizer)
-        if self.session.step_open:
-            self.session.set_accumulation(max(self.session.accumulation, self.forwards))
-            self.session.end_step(self.samples)
+        self.runtime.track_optimizer(optimizer)
+        if self.timer.step_open:
+            calls = self.runtime.calls
+            calls.set_accumulation(max(calls.forwards_per_step, self.forwards))
+            self.end_step(self.samples)
 
 
 def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None = None) -> torch.nn.Module:
@@ -98,7 +112,7 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     same, with a :class:`~sagemaker_tc.errors.ShardingOrderWarning`; docs/distributed.md).
     When the config compiles, a Hugging Face model's ``config.use_cache`` is switched off (no KV cache
     in training forwards: it makes each compiled layer recompile) and set back to True when the
-    session closes, as the ``Trainer`` integration does (:mod:`sagemaker_tc.integrations.core`).
+    session closes, as the ``Trainer`` integration does (:mod:`sagemaker_tc.compiler.model_setup`).
 
     The work is done by the process's compiler session: the job's, else one this call opens
     (:func:`sagemaker_tc.compiler.session.session_for`; ``current_session().close()`` ends it).
@@ -134,7 +148,12 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
     session = session_for(config)
     try:
         with session.setup():
-            return _compile(session, model, config)
+            config = config or session.config
+            session.record.join("pytorch", first_only=True)
+            StepWatcher.of(session.timer, session.runtime, session.end_step, session.add_cleanup)
+            length, first = (config.expected_steps, "expected_steps"), session.record.integration == "pytorch"
+            session.attach(model, config, job_length=length, measure_calls=True, warn_shard_order=first)
+            return model
     except BaseException:
         if opened:
             session.close()
@@ -161,25 +180,6 @@ def check_model(model: Any) -> None:
     else:
         got = f"{type(model).__module__}.{type(model).__qualname__}"
     raise ModelArgumentError(f"compile_model expected a torch.nn.Module instance (your model), got {got}")
-
-
-def _compile(
-    session: CompilerSession, model: torch.nn.Module, config: TrainingCompilerConfig | None
-) -> torch.nn.Module:
-    """:func:`compile_model`'s work in ``session`` (arguments checked): the step watcher, then the
-    integrations' common setup (:func:`sagemaker_tc.integrations.core.prepare_model`)."""
-    config = config or session.config
-    session.join("pytorch", first_only=True)
-    StepWatcher.of(session)
-    prepare_model(
-        session,
-        model,
-        config,
-        job_length=(config.expected_steps, "expected_steps"),
-        measure_calls=True,
-        warn_shard_order=session.integration == "pytorch",
-    )
-    return model
 
 
 def stop_requested() -> bool:

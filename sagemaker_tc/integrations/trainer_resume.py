@@ -29,13 +29,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sagemaker_tc import checkpoints
 from sagemaker_tc.compiler import resume
-
-if TYPE_CHECKING:
-    from sagemaker_tc.compiler.session import CompilerSession
 
 logger = logging.getLogger(__name__)
 
@@ -54,18 +51,25 @@ class ProgressClock:
     recorded_at: float | None = None
 
 
-def on_step_end(session: CompilerSession, clock: ProgressClock, args: Any, state: Any, control: Any) -> None:
-    """After an optimizer step: record progress (rank 0, ``resume="auto"`` only, at most every
-    :data:`PROGRESS_INTERVAL_S` by ``clock``; module docstring) and, when the job is asked to stop,
-    save and stop."""
-    if session.config.resume == "auto" and state.is_world_process_zero and args.output_dir:
+def on_step_end(
+    resume_mode: str | None,
+    stop_agreed: Callable[[int | None], bool],
+    clock: ProgressClock,
+    args: Any,
+    state: Any,
+    control: Any,
+) -> None:
+    """After an optimizer step: record progress (rank 0, ``resume_mode`` (the config's ``resume``)
+    ``"auto"`` only, at most every :data:`PROGRESS_INTERVAL_S` by ``clock``; module docstring) and,
+    once ``stop_agreed(global_step)`` (every rank agreed the job was asked to stop), save and stop."""
+    if resume_mode == "auto" and state.is_world_process_zero and args.output_dir:
         now, last = _clock(), clock.recorded_at
         if last is None or now - last >= PROGRESS_INTERVAL_S:
             checkpoints.record_progress(args.output_dir, state.global_step)
             clock.recorded_at = now
     if getattr(args, "enable_jit_checkpoint", False):
         return
-    if session.stop_agreed(state.global_step):
+    if stop_agreed(state.global_step):
         logger.warning(
             "STOPPING: the job was asked to stop; saving checkpoint-%d in %s and ending training",
             state.global_step,
@@ -75,29 +79,34 @@ def on_step_end(session: CompilerSession, clock: ProgressClock, args: Any, state
         control.should_training_stop = True
 
 
-def on_save(session: CompilerSession, args: Any, state: Any) -> None:
-    """After ``Trainer`` saved ``checkpoint-<global_step>``: the plan file, then the completion marker (rank 0)."""
+def on_save(plan_record: Callable[[], tuple[str, dict[str, Any] | None]], args: Any, state: Any) -> None:
+    """After ``Trainer`` saved ``checkpoint-<global_step>``: the plan file (``plan_record()``: the
+    requested plan and ``plan="auto"``'s decision), then the completion marker (rank 0)."""
     if not state.is_world_process_zero or not args.output_dir:
         return
     checkpoint = Path(args.output_dir) / f"{checkpoints.PREFIX}{state.global_step}"
     if not checkpoint.is_dir():
         return
     try:
-        checkpoints.save_plan(checkpoint, *session.plan_record())
+        checkpoints.save_plan(checkpoint, *plan_record())
         checkpoints.mark_complete(checkpoint, state.global_step)
     except OSError:
         logger.exception("Could not mark %s complete (a resume will skip it)", checkpoint)
 
 
-def install_train_wrapper(session: CompilerSession, trainer_class: Any) -> Callable[[], None]:
-    """Wrap ``trainer_class.train`` (module docstring); returns the undo."""
+def install_train_wrapper(
+    resume_mode: str | None, resume_from: Callable[[Path], Any], trainer_class: Any
+) -> Callable[[], None]:
+    """Wrap ``trainer_class.train`` (module docstring): the checkpoint to resume from, by
+    ``resume_from_checkpoint`` and ``resume_mode`` (the config's ``resume``), goes to ``resume_from``
+    (the session's) before ``train()`` runs. Returns the undo."""
     original = trainer_class.__dict__["train"]
 
     @functools.wraps(original)
     def train(self: Any, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
-        checkpoint = resume.checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir, session.config.resume)
+        checkpoint = resume.checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir, resume_mode)
         if checkpoint is not None:
-            session.resume_from(checkpoint)
+            resume_from(checkpoint)
             resume_from_checkpoint = str(checkpoint)
         return original(self, resume_from_checkpoint, *args, **kwargs)
 

@@ -27,43 +27,42 @@ from typing import Any
 
 from sagemaker_tc import _hf_internals
 from sagemaker_tc.compiler import backward
+from sagemaker_tc.compiler.model_setup import restore_kv_cache
+from sagemaker_tc.compiler.parts import TrainerParts
 from sagemaker_tc.compiler.ranks import process_group_size
-from sagemaker_tc.compiler.session import CompilerSession
 from sagemaker_tc.integrations import trainer_resume
 from sagemaker_tc.integrations.captured_trainer import TrainerCaptures, wrap_training_step
-from sagemaker_tc.integrations.core import prepare_model, restore_kv_cache
 
 logger = logging.getLogger(__name__)
 
 
 def prepare_training(
-    session: CompilerSession, model, optimizer, args, state, torch_compile: bool, train_dataloader=None
+    parts: TrainerParts, model, optimizer, args, state, torch_compile: bool, train_dataloader=None
 ) -> None:
     """Compile ``model`` in place by the session's config, with the job's length and gradient
     accumulation from the Trainer (what ``on_train_begin`` does; separate so it can be called with a
-    Trainer's parts directly), through the integrations' common setup
-    (:func:`sagemaker_tc.integrations.core.prepare_model`: ``use_cache`` off while training, one log
-    line). Training batches are padded to buckets at the model's call, while a compiled plan runs
+    Trainer's parts directly), through the session's ``attach`` (the same setup as ``compile_model``:
+    ``use_cache`` off while training, one log line; :mod:`sagemaker_tc.compiler.model_setup`).
+    Training batches are padded to buckets at the model's call, while a compiled plan runs
     (:mod:`sagemaker_tc.compiler.shapes`); with ``backend="xla"`` in ``train_dataloader``'s
     collate function instead, on the host (the dataloader moves each batch to the XLA device before
     the model's call)."""
     if optimizer is not None:
-        session.track_optimizer(optimizer)
-    if session.config.compiles and torch_compile:
+        parts.runtime.track_optimizer(optimizer)
+    if parts.config.compiles and torch_compile:
         logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
         return
     from sagemaker_tc.compiler.sharding import note_trainer_fsdp  # FSDP2 (issue 26)
 
     note_trainer_fsdp(args, model)
-    prepare_model(
-        session,
+    parts.attach(
         model,
         job_length=(getattr(state, "max_steps", None), "Trainer max_steps"),
         accumulation=int(getattr(args, "gradient_accumulation_steps", 1) or 1),
         moves_batches=True,
         train_dataloader=train_dataloader,
     )
-    session.set_evaluation_runs(*evaluation_runs(args, state))
+    parts.runtime.set_evaluation_runs(*evaluation_runs(args, state))
 
 
 def _strategy(value: Any) -> str:
@@ -109,8 +108,8 @@ def _unfused_optimizer_for_xla(args) -> None:
         logger.info("backend='xla': optim adamw_torch_fused -> adamw_torch (no fused kernels for XLA devices)")
 
 
-def make_callback(session: CompilerSession) -> Any:
-    """The ``TrainerCallback`` that compiles and measures for ``session``."""
+def make_callback(parts: TrainerParts) -> Any:
+    """The ``TrainerCallback`` that compiles and measures with a session's ``parts``."""
     from transformers import TrainerCallback
 
     clock = trainer_resume.ProgressClock()
@@ -120,51 +119,53 @@ def make_callback(session: CompilerSession) -> Any:
         report (global batch = per-device batch x gradient accumulation x world size)."""
 
         def on_init_end(self, args, state, control, model=None, **kwargs):
-            if session.config.compiles and session.config.backend == "xla":
+            config = parts.config
+            if config.compiles and config.backend == "xla":
                 _unfused_optimizer_for_xla(args)
-            if session.config.enabled and session.config.batch_size is not None and model is not None:
+            if config.enabled and config.batch_size is not None and model is not None:
                 from sagemaker_tc.tuning.trainer import tune_at_init_end
 
-                tune_at_init_end(session, args, model)
+                tune_at_init_end(config, parts.record, args, model)
 
         def on_train_begin(
             self, args, state, control, model=None, train_dataloader=None, optimizer=None, lr_scheduler=None, **kwargs
         ):
-            session.join("transformers")
-            if session.batch_tuning is not None:
+            parts.record.join("transformers")
+            if parts.record.batch_tuning is not None:
                 from sagemaker_tc.tuning.trainer import describe_at_train_begin
 
-                describe_at_train_begin(session, args, state, train_dataloader, lr_scheduler, optimizer)
-            if session.config.enabled and model is not None:
-                prepare_training(session, model, optimizer, args, state, bool(args.torch_compile), train_dataloader)
-            if train_dataloader is not None and session.whole_step_named():
+                describe_at_train_begin(parts.record, args, state, train_dataloader, lr_scheduler, optimizer)
+            if parts.config.enabled and model is not None:
+                prepare_training(parts, model, optimizer, args, state, bool(args.torch_compile), train_dataloader)
+            if train_dataloader is not None and parts.whole_step_named:
                 _hf_internals.set_dataloader_non_blocking(train_dataloader)  # same batches, no wait per step
 
         def on_step_begin(self, args, state, control, **kwargs):
-            session.begin_step()
+            parts.timer.begin_step()
 
         def on_train_end(self, args, state, control, model=None, **kwargs):
             restore_kv_cache(model)
 
         def on_step_end(self, args, state, control, optimizer=None, **kwargs):
             if optimizer is not None:
-                session.track_optimizer(optimizer)
+                parts.runtime.track_optimizer(optimizer)
             per_device = getattr(state, "train_batch_size", None) or args.per_device_train_batch_size
-            session.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
-            trainer_resume.on_step_end(session, clock, args, state, control)
+            parts.end_step(per_device * args.gradient_accumulation_steps * args.world_size)
+            trainer_resume.on_step_end(parts.config.resume, parts.stop_agreed, clock, args, state, control)
 
         def on_evaluate(self, args, state, control, **kwargs):
-            session.end_evaluation_run()
+            parts.runtime.end_evaluation_run()
 
         def on_save(self, args, state, control, **kwargs):
-            trainer_resume.on_save(session, args, state)
+            trainer_resume.on_save(parts.plan_record, args, state)
 
     return CompilerReportCallback()
 
 
-def install(session: CompilerSession) -> bool:
-    """Add the session's compile-and-measure callback to every ``Trainer`` this process creates
-    (``transformers.trainer.DEFAULT_CALLBACKS``; taken out again when the session closes).
+def install(parts: TrainerParts) -> bool:
+    """Add the compile-and-measure callback of a session's ``parts`` to every ``Trainer`` this process
+    creates (``transformers.trainer.DEFAULT_CALLBACKS``; taken out again when the session closes, by
+    ``parts.add_cleanup``).
 
     Returns:
         False when transformers is not installed (nothing to do), else True.
@@ -175,26 +176,27 @@ def install(session: CompilerSession) -> bool:
         return False
     import transformers.trainer as trainer_module
 
-    callback = make_callback(session)
+    callback = make_callback(parts)
     trainer_module.DEFAULT_CALLBACKS.append(callback)
-    session.add_cleanup(trainer_resume.install_train_wrapper(session, trainer_module.Trainer))
+    runtime, add_cleanup = parts.runtime, parts.add_cleanup
+    add_cleanup(trainer_resume.install_train_wrapper(parts.config.resume, parts.resume_from, trainer_module.Trainer))
     captures = TrainerCaptures(
-        session.whole_step_backend,
-        running=lambda: session.runtime.active == "step",
-        bucket=lambda batch: session.runtime.shapes.bucket(batch) if session.runtime.shapes else (batch, False),
-        on_start=lambda: setattr(session.runtime, "whole_step_recorded", True),
-        on_outcome=session.timer.mark_capture,
+        parts.whole_step_backend,
+        running=lambda: runtime.active == "step",
+        bucket=lambda batch: runtime.shapes.bucket(batch) if runtime.shapes else (batch, False),
+        on_start=lambda: setattr(runtime, "whole_step_recorded", True),
+        on_outcome=parts.timer.mark_capture,
     )
-    session.captured_step_report = captures.report
-    session.runtime.plan_end_listeners.append(captures.release)
-    session.add_cleanup(lambda: session.runtime.plan_end_listeners.remove(captures.release))
-    session.add_cleanup(captures.close)
-    session.add_cleanup(wrap_training_step(trainer_module.Trainer, captures))  # inside the rerun wrapper
-    session.add_cleanup(backward.rerun_failed_steps(trainer_module.Trainer, lambda: process_group_size() == 1))
+    parts.record.captured_step = captures.report
+    runtime.plan_end_listeners.append(captures.release)
+    add_cleanup(lambda: runtime.plan_end_listeners.remove(captures.release))
+    add_cleanup(captures.close)
+    add_cleanup(wrap_training_step(trainer_module.Trainer, captures))  # inside the rerun wrapper
+    add_cleanup(backward.rerun_failed_steps(trainer_module.Trainer, lambda: process_group_size() == 1))
 
     def remove() -> None:
         if callback in trainer_module.DEFAULT_CALLBACKS:
             trainer_module.DEFAULT_CALLBACKS.remove(callback)
 
-    session.add_cleanup(remove)
+    add_cleanup(remove)
     return True

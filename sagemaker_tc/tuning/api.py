@@ -23,7 +23,7 @@ from sagemaker_tc.tuning.synthetic import batch_maker, check_supported_head, max
 if TYPE_CHECKING:
     import torch
 
-    from sagemaker_tc.compiler.session import CompilerSession
+    from sagemaker_tc.compiler.job_report import JobRecord
 
 logger = logging.getLogger(__name__)
 
@@ -200,13 +200,13 @@ def tune_batch_size(
             decision.schedule["optimizer_steps"]["after"] = decision.max_steps[1]
         elif steps and num_epochs is not None:
             decision.schedule["optimizer_steps"]["after"] = math.ceil(num_epochs * steps["after"])
-    record(session, decision)
+    record(session.record, decision)
     return decision
 
 
-def record(session: CompilerSession, decision: TuningDecision, *, log: bool = True) -> None:
-    """Keep the decision as the session's ``batch_tuning`` (the report's) and log its ``BATCH SIZE
-    TUNED`` line (unless ``log`` is False: an update of a decision already logged)."""
-    session.record_batch_tuning(decision)
+def record(job: JobRecord, decision: TuningDecision, *, log: bool = True) -> None:
+    """Keep the decision as ``job.batch_tuning`` (the session's record, for the report) and log its
+    ``BATCH SIZE TUNED`` line (unless ``log`` is False: an update of a decision already logged)."""
+    job.batch_tuning = decision
     if log:
         logger.info("%s", decision.log_line())

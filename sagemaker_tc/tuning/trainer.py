@@ -33,7 +33,8 @@ from sagemaker_tc.tuning.api import record, search_batch
 from sagemaker_tc.tuning.decision import LOG_PREFIX, TuningDecision, plan_tuning
 
 if TYPE_CHECKING:
-    from sagemaker_tc.compiler.session import CompilerSession
+    from sagemaker_tc.compiler.job_report import JobRecord
+    from sagemaker_tc.config import TrainingCompilerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +58,9 @@ def _autocast_dtype(args: Any):
     return None
 
 
-def tune_at_init_end(session: CompilerSession, args: Any, model: Any) -> TuningDecision | None:
-    """Apply the session's ``config.batch_size`` to a Trainer being built (module docstring); the
-    decision is the session's ``batch_tuning``.
+def tune_at_init_end(config: TrainingCompilerConfig, job: JobRecord, args: Any, model: Any) -> TuningDecision | None:
+    """Apply ``config.batch_size`` (the session's config) to a Trainer being built (module
+    docstring); the decision is kept as ``job.batch_tuning`` (the session's record, for the report).
 
     A search that fails (no batch fits, no synthetic inputs for this model, a compiler error in a
     try) keeps the script's batch and learning rate with a ``BATCH SIZE NOT TUNED`` error line, and
@@ -71,7 +72,6 @@ def tune_at_init_end(session: CompilerSession, args: Any, model: Any) -> TuningD
     Raises:
         TuningError, BatchSizeSearchError, or the compiler's error: only with ``policy="strict"``.
     """
-    config = session.config
     if config.batch_size is None or model is None:
         return None
 
@@ -102,22 +102,24 @@ def tune_at_init_end(session: CompilerSession, args: Any, model: Any) -> TuningD
                 start=args.per_device_train_batch_size,
             )
         except Exception as error:
-            return _search_failed(session, args, error, plan)
+            return _search_failed(config, job, args, error, plan)
         new_batch, search = found.batch_size, found.to_dict()
     decision = plan(int(new_batch), search)
-    _apply(session, args, decision)
-    record(session, decision, log=decision.applied)
+    _apply(config, args, decision)
+    record(job, decision, log=decision.applied)
     return decision
 
 
-def _search_failed(session: CompilerSession, args: Any, error: Exception, plan: Any) -> TuningDecision:
+def _search_failed(
+    config: TrainingCompilerConfig, job: JobRecord, args: Any, error: Exception, plan: Any
+) -> TuningDecision:
     """Record a failed search (the script's batch kept); re-raise it under ``policy="strict"``."""
     reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     trials = [t.to_dict() for t in getattr(error, "trials", [])]
     failed = plan(args.per_device_train_batch_size, {"failed": reason, "trials": trials})
     failed.applied, failed.note = False, f"search failed: {reason}"
-    record(session, failed, log=False)
-    if session.config.policy == "strict":
+    record(job, failed, log=False)
+    if config.policy == "strict":
         raise error
     logger.error(
         "BATCH SIZE NOT TUNED: the batch-size search failed (%s); keeping the script's batch %d and learning rate %g",
@@ -128,7 +130,7 @@ def _search_failed(session: CompilerSession, args: Any, error: Exception, plan: 
     return failed
 
 
-def _apply(session: CompilerSession, args: Any, decision: TuningDecision) -> None:
+def _apply(config: TrainingCompilerConfig, args: Any, decision: TuningDecision) -> None:
     """Put the decision into the ``TrainingArguments`` and the Trainer being built (or say why not)."""
     trainer = _hf_internals.calling_trainer()
     if trainer is None or not _hf_internals.set_trainer_batch_size(trainer, _train_batch(args, decision)):
@@ -140,7 +142,7 @@ def _apply(session: CompilerSession, args: Any, decision: TuningDecision) -> Non
     args.learning_rate = decision.learning_rate[1]
     args.warmup_steps = decision.warmup_steps[1]
     args.max_steps = decision.max_steps[1]
-    after, config = decision.max_steps[1], session.config
+    after = decision.max_steps[1]
     if config.compiles and 0 < after <= config.baseline_steps:
         logger.warning(
             "batch_size: max_steps is now %d, no more than baseline_steps=%d: every step runs in the eager "
@@ -167,12 +169,12 @@ def _warmup_resolved(warmup_steps: float, total_steps: int | None) -> int | None
 
 
 def describe_at_train_begin(
-    session: CompilerSession, args: Any, state: Any, train_dataloader: Any, lr_scheduler: Any, optimizer: Any
+    job: JobRecord, args: Any, state: Any, train_dataloader: Any, lr_scheduler: Any, optimizer: Any
 ) -> None:
     """Add steps per epoch, optimizer steps, the scheduler, resolved warm-up and the optimizer's
-    starting learning rate to the session's decision, check the Trainer really uses the new batch,
-    and log them (no-op without a decision)."""
-    decision = session.batch_tuning
+    starting learning rate to the decision kept in ``job`` (the session's record), check the Trainer
+    really uses the new batch, and log them (no-op without a decision)."""
+    decision = job.batch_tuning
     if not isinstance(decision, TuningDecision):  # None: nothing tuned
         return
     dataset = getattr(getattr(train_dataloader, "base_dataloader", train_dataloader), "dataset", None)
@@ -205,7 +207,7 @@ def describe_at_train_begin(
         decision.applied = False
         decision.note = f"the Trainer trains with batch {used}, not the tuned {expected}"
         logger.error("BATCH SIZE NOT TUNED: %s", decision.note)
-    record(session, decision, log=False)
+    record(job, decision, log=False)
     if not decision.applied:
         return
     steps = schedule.get("steps_per_epoch") or {}
