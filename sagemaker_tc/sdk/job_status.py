@@ -1,7 +1,8 @@
 """SageMaker's training job statuses, the one rule for which endings ``wait()`` raises on, and the
 ``logs=`` values ``fit()`` and ``wait()`` take, shared by
 the ``local_process`` job (:class:`~sagemaker_tc.sdk.local.job.LocalJob`) and the SageMaker one
-(:class:`~sagemaker_tc.sdk.cloud.CloudJob`).
+(:class:`~sagemaker_tc.sdk.cloud.CloudJob`), and how a ``local_process`` job ended
+(:class:`LocalJobResult`: what both front ends' local runs hand back, without importing the local engine).
 
 The values are DescribeTrainingJob's ``TrainingJobStatus`` and ``SecondaryStatus`` (SageMaker API
 reference, ``SecondaryStatusTransition``: a ``Stopped`` job's secondary status is ``Stopped``, or
@@ -11,6 +12,8 @@ reference, ``SecondaryStatusTransition``: a ``Stopped`` job's secondary status i
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sagemaker_tc.errors import EstimatorArgumentError, MaxRuntimeExceededError, TrainingJobFailedError
@@ -67,3 +70,34 @@ def check_logs(logs: Any, *, call: str = "fit") -> bool:
     raise EstimatorArgumentError(
         f"{call}(logs={logs!r}) is not accepted: True, False, or one of SDK v2's {', '.join(map(repr, _LOG_TYPES))}"
     )
+
+
+@dataclass(frozen=True)
+class LocalJobResult:
+    """How a ``local_process`` job ended.
+
+    Attributes:
+        job_name: the job's name.
+        status: ``"Completed"``, ``"Failed"`` or ``"Stopped"`` (SageMaker's TrainingJobStatus values).
+        failure_reason: None, or the first 1024 characters of ``output/failure``; for a job stopped at
+            its ``max_run``, ``"MaxRuntimeExceeded: ..."``.
+        exit_code: the toolkit process's exit code.
+        job_dir: the ``/opt/ml``-style folder the job ran in.
+        model_artifacts: ``file://`` URI of ``model.tar.gz``.
+        output_artifacts: ``file://`` URI of ``output.tar.gz``.
+        duration_seconds: wall time of the job (all hosts), seconds.
+        host_dirs: each host's ``/opt/ml``-style folder (``job_dir`` is ``algo-1``'s).
+        secondary_status: SageMaker's SecondaryStatus: ``"Completed"``, ``"Failed"``, ``"Stopped"``
+            (a stop was asked for) or ``"MaxRuntimeExceeded"``.
+    """
+
+    job_name: str
+    status: str
+    failure_reason: str | None
+    exit_code: int
+    job_dir: Path
+    model_artifacts: str
+    output_artifacts: str
+    duration_seconds: float
+    host_dirs: dict[str, Path] = field(default_factory=dict)
+    secondary_status: str | None = None

@@ -19,7 +19,7 @@ import tarfile
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -27,6 +27,7 @@ from sagemaker_tc import contract
 from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError, JobArtifactsError
 from sagemaker_tc.paths import space_note, tree_bytes
 from sagemaker_tc.sdk.job_paths import is_synced_locally, local_path, relation
+from sagemaker_tc.sdk.job_status import LocalJobResult
 from sagemaker_tc.sdk.local import namespace as job_namespace
 from sagemaker_tc.sdk.local.checkpoints import checkpoint_sync
 from sagemaker_tc.sdk.local.hosts import HostCommand, LastException, first_failure, free_port, run_hosts
@@ -48,37 +49,6 @@ _NO_FAILURE_FILE = "the training process exited with code {code} and wrote no ou
 # the job (TrainingCompilerConfig.hang_grace_s, or SM_TC_HANG_GRACE_S in the job's environment, win).
 LOCAL_PROCESS_HANG_GRACE_S = 120
 _TOOLKIT_COMMAND = "from sagemaker_training.cli.train import main; main()"
-
-
-@dataclass(frozen=True)
-class LocalJobResult:
-    """How a ``local_process`` job ended.
-
-    Attributes:
-        job_name: the job's name.
-        status: ``"Completed"``, ``"Failed"`` or ``"Stopped"`` (SageMaker's TrainingJobStatus values).
-        failure_reason: None, or the first 1024 characters of ``output/failure``; for a job stopped at
-            its ``max_run``, ``"MaxRuntimeExceeded: ..."``.
-        exit_code: the toolkit process's exit code.
-        job_dir: the ``/opt/ml``-style folder the job ran in.
-        model_artifacts: ``file://`` URI of ``model.tar.gz``.
-        output_artifacts: ``file://`` URI of ``output.tar.gz``.
-        duration_seconds: wall time of the job (all hosts), seconds.
-        host_dirs: each host's ``/opt/ml``-style folder (``job_dir`` is ``algo-1``'s).
-        secondary_status: SageMaker's SecondaryStatus: ``"Completed"``, ``"Failed"``, ``"Stopped"``
-            (a stop was asked for) or ``"MaxRuntimeExceeded"``.
-    """
-
-    job_name: str
-    status: str
-    failure_reason: str | None
-    exit_code: int
-    job_dir: Path
-    model_artifacts: str
-    output_artifacts: str
-    duration_seconds: float
-    host_dirs: dict[str, Path] = field(default_factory=dict)
-    secondary_status: str | None = None
 
 
 def toolkit_host(job_dir: Path, host: str) -> HostCommand:

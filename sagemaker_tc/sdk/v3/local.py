@@ -27,9 +27,10 @@ from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import ChannelNotFoundError
 from sagemaker_tc.sdk.channels import check_channels
 from sagemaker_tc.sdk.job_paths import check_local_checkpoints, is_synced_locally, local_path
+from sagemaker_tc.sdk.job_status import LocalJobResult
 from sagemaker_tc.sdk.local import process as local_process
+from sagemaker_tc.sdk.local.docker import check_docker as check_docker  # the local_container mode's check
 from sagemaker_tc.sdk.local.hosts import HostCommand, free_port
-from sagemaker_tc.sdk.local.process import LocalJobResult
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name
 from sagemaker_tc.sdk.source_tree import JOB_FOLDER_MARKER, copy_entries
 from sagemaker_tc.sdk.v3 import checks

@@ -41,8 +41,7 @@ from sagemaker_tc.sdk import _internals, arguments, job_status
 from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
 from sagemaker_tc.sdk.job_environment import check_environment_limits, check_job_variables
-from sagemaker_tc.sdk.local import docker as local_docker
-from sagemaker_tc.sdk.local.process import LocalJobResult
+from sagemaker_tc.sdk.job_status import LocalJobResult
 from sagemaker_tc.sdk.v3 import checks
 
 _SECRET_ARGUMENTS = ("environment", "hyperparameters")
@@ -256,7 +255,9 @@ class ModelTrainer(_SdkModelTrainer):
         if kind is not None:
             self._add_metric_definitions()
             if kind is InstanceKind.LOCAL_DOCKER and not dry_run:
-                local_docker.check_docker()
+                from sagemaker_tc.sdk.v3 import local
+
+                local.check_docker()
         return super().train(input_data_config=input_data_config, wait=wait, logs=logs, dry_run=dry_run)
 
     def _train_local_process(self, input_data_config, *, wait: bool, logs: bool, dry_run: bool) -> None:
