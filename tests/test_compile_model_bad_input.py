@@ -134,3 +134,21 @@ def test_a_failed_attach_in_the_jobs_session_leaves_that_session_as_it_was():
         assert runtime.first_model() is good and session.record.integration == "pytorch"
         assert_compiles(good)
         assert session.timer.records  # the step watcher, installed once, counted the step
+
+
+def test_smtcs_own_config_class_is_taken_as_ours_by_compile_model():
+    """SMTC's ``TrainingCompilerConfig(enabled, debug)`` (sagemaker-core still ships it) is accepted where
+    the estimators accept it: ``compile_model`` attaches the model under the config it becomes, and a
+    disabled one leaves the model uncompiled."""
+    from sagemaker.core.training_compiler_config import TrainingCompilerConfig as SmtcConfig
+
+    good = compile_model(small_model(), SmtcConfig(enabled=True, debug=False))
+    session = current_session()
+    assert session.config == TrainingCompilerConfig()  # ours, converted: not SMTC's object
+    assert session.runtime.first_model() is good and session.runtime.config == TrainingCompilerConfig()
+    session.close()
+
+    off = compile_model(small_model(), SmtcConfig(enabled=False))
+    assert current_session().config == TrainingCompilerConfig(enabled=False)
+    assert off._compiled_call_impl is None
+    current_session().close()

@@ -506,3 +506,14 @@ def test_tune_batch_size_for_a_plain_loop_with_synthetic_batches(job_session):
     batch = batch_maker(model, 32)(3)
     assert batch["input_ids"].shape == (3, 32) and batch["labels"].shape == (3,)
     assert int(batch["input_ids"].max()) < model.config.vocab_size
+
+
+def test_tune_batch_size_refuses_a_config_that_is_not_one_before_any_session():
+    from conftest import tiny_bert
+
+    import sagemaker_tc
+    from sagemaker_tc.compiler.session import current_session
+
+    with pytest.raises(ConfigError, match=r"config must be a sagemaker_tc\.TrainingCompilerConfig, got builtins\.dict"):
+        sagemaker_tc.tune_batch_size(tiny_bert(), batch_size=8, learning_rate=1e-4, config={"batch_size": "auto"})
+    assert current_session() is None

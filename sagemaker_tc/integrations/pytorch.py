@@ -143,7 +143,7 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
             call, raised at its first training call instead.
     """
     check_model(model)
-    checked_config(config, argument="config")
+    config = checked_config(config, argument="config")  # SMTC's config becomes ours
     opened = current_session() is None
     session = session_for(config)
     try:

@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc import contract
-from sagemaker_tc.sdk import arguments
+from sagemaker_tc.sdk import instances
 from sagemaker_tc.sdk.job_settings import JobSettings
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def attached(cls: type, job: CloudJob) -> Any:
     estimator._sagemaker_session = job.session
     estimator.instance_type = resources.get("InstanceType")
     estimator.instance_count = resources.get("InstanceCount", 1)
-    estimator._checked_instance_type, estimator._kind = arguments.check_instance(
+    estimator._checked_instance_type, estimator._kind = instances.check_instance(
         estimator.instance_type, estimator.instance_count
     )
     estimator.role = described.get("RoleArn")

@@ -10,7 +10,7 @@ from typing import Any
 
 from sagemaker_tc.config import checked_config
 from sagemaker_tc.errors import ConfigError, JobSettingWarning
-from sagemaker_tc.sdk import arguments
+from sagemaker_tc.sdk import compiler_rules, instances
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.images import check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
@@ -53,8 +53,8 @@ def validate(estimator: Any) -> None:
             "instance_count"
         )
     distributed = bool(distribution_hyperparameters(estimator.distribution))
-    instance_type, kind = arguments.check_instance(estimator.instance_type, estimator.instance_count)
-    arguments.check_backend(config, kind, instance_type, default_image=estimator.image_uri is None)
+    instance_type, kind = instances.check_instance(estimator.instance_type, estimator.instance_count)
+    compiler_rules.check_backend(config, kind, instance_type, default_image=estimator.image_uri is None)
     if kind is not InstanceKind.LOCAL_PROCESS:
         if estimator.image_uri is None:
             estimator._check_tested_stack()

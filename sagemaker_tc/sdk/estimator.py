@@ -18,9 +18,10 @@ from sagemaker.core.workflow.pipeline_context import runnable_by_pipeline
 
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError
-from sagemaker_tc.sdk import arguments, cloud, compiler_checks, modes
-from sagemaker_tc.sdk.arguments import CLOUD_KINDS, DEFAULT_MAX_RUN_SECONDS, DEFAULT_OUTPUT_PATH
+from sagemaker_tc.sdk import arguments, cloud, compiler_checks, job_status, modes, value_checks
 from sagemaker_tc.sdk.compat import SdkV2Surfaces
+from sagemaker_tc.sdk.instances import CLOUD_KINDS
+from sagemaker_tc.sdk.job_paths import DEFAULT_OUTPUT_PATH
 from sagemaker_tc.sdk.job_settings import SETTING_NAMES
 from sagemaker_tc.sdk.request import TrainingJobRequest, check_job_name
 from sagemaker_tc.sdk.signature import (
@@ -36,6 +37,7 @@ from sagemaker_tc.sdk.spec import (
     SpecAttribute,
     check_tested_versions,
 )
+from sagemaker_tc.sdk.value_checks import DEFAULT_MAX_RUN_SECONDS
 
 __all__ = ["COMPILER_METRIC_DEFINITIONS", "DEFAULT_MAX_RUN_SECONDS", "DEFAULT_OUTPUT_PATH", "HuggingFace", "PyTorch"]
 
@@ -239,10 +241,10 @@ class _FrameworkEstimator(SdkV2Surfaces):
                 f"this estimator was attached to training job {self._attached_job!r}, whose code is in S3: "
                 "to train again, build the estimator with your entry_point and source_dir and call fit()"
             )
-        arguments.check_flag("wait", wait)  # "no" is truthy: it would block
+        value_checks.check_flag("wait", wait)  # "no" is truthy: it would block
         if job_name is not None:  # SageMaker's rule in every mode: local job folders are named by it too
             check_job_name(job_name)
-        logs = arguments.check_logs(logs)
+        logs = job_status.check_logs(logs)
         experiment = arguments.check_experiment_config(experiment_config, cloud=self.is_cloud)
         spec = dataclasses.replace(self.spec, versions=self._versions())  # as the attributes now hold them
         if self.is_cloud and self.output_path == self._filled_output_path:
@@ -277,7 +279,7 @@ class _FrameworkEstimator(SdkV2Surfaces):
         """
         if self.latest_training_job is None:
             raise EstimatorArgumentError("no training job to wait for: call fit(..., wait=False) first")
-        self.latest_training_job.wait(logs=arguments.check_logs(logs, call="wait"))
+        self.latest_training_job.wait(logs=job_status.check_logs(logs, call="wait"))
 
     def logs(self) -> None:
         """Show the latest job's log on stdout and follow it until the job ends (SDK v2's ``estimator.logs()``).

@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from sagemaker_tc.errors import EstimatorArgumentError
-from sagemaker_tc.sdk.arguments import DEFAULT_OUTPUT_PATH, check_s3_uri
 from sagemaker_tc.sdk.instances import InstanceKind
 from sagemaker_tc.sdk.job_paths import (
+    DEFAULT_OUTPUT_PATH,
     check_container_folder,
     check_local_checkpoints,
     is_synced_locally,
     local_path,
     relation,
 )
+from sagemaker_tc.sdk.value_checks import check_s3_uri
 from sagemaker_tc.uris import looks_like_s3
 
 _CACHE_APART = (

@@ -14,6 +14,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from sagemaker.core.helper.pipeline_variable import PipelineVariable
+
 from sagemaker_tc.errors import CpuInstanceWarning, JobSettingWarning, UnsupportedInstanceTypeError
 from sagemaker_tc.warn import warn_user
 
@@ -113,3 +115,70 @@ def warn_cpu_instance(instance_type: str) -> None:
         "TrainingCompilerConfig(backend='eager')",
         CpuInstanceWarning,
     )
+
+
+CLOUD_KINDS = (InstanceKind.GPU, InstanceKind.CPU)
+# local_process runs each host as a toolkit process group on this machine; it is for trying a
+# multi-host job, not for scale, and each host holds a whole copy of the training script's memory.
+MAX_LOCAL_PROCESS_HOSTS = 8
+
+
+def check_instance(instance_type: Any, instance_count: Any) -> tuple[str, InstanceKind]:
+    """Check where the job runs.
+
+    A pipeline parameter (``ParameterString``) is checked, and later picks the image, by its
+    ``default_value``.
+
+    Returns:
+        ``(instance type as checked, where the job runs)``.
+
+    Raises:
+        UnsupportedInstanceTypeError: see :func:`~sagemaker_tc.sdk.instances.classify_instance`; also a
+            pipeline parameter without a default, or one that defaults to a local mode.
+    """
+    checked = getattr(instance_type, "default_value", instance_type)
+    is_parameter = isinstance(instance_type, PipelineVariable)
+    if is_parameter and not isinstance(checked, str):
+        raise UnsupportedInstanceTypeError(
+            "a pipeline parameter instance_type needs a default_value such as 'ml.g5.2xlarge' "
+            "(it picks the training image)"
+        )
+    count_variable = isinstance(instance_count, PipelineVariable)
+    instance_count = _count_checked_by_default(instance_count)
+    kind = classify_instance(checked, instance_count)
+    if kind is InstanceKind.LOCAL_PROCESS and instance_count > MAX_LOCAL_PROCESS_HOSTS:
+        raise UnsupportedInstanceTypeError(
+            f"instance_count={instance_count} with instance_type='local_process' would start {instance_count} "
+            f"training processes on this machine; local_process runs at most {MAX_LOCAL_PROCESS_HOSTS} hosts (it is "
+            "for trying a multi-host job): use ml.* instances for more"
+        )
+    if count_variable and kind not in CLOUD_KINDS:
+        raise UnsupportedInstanceTypeError(
+            f"instance_count is a pipeline variable, and instance_type {checked!r} is not a SageMaker instance type: "
+            "pipelines run SageMaker training jobs (ml.* instance types)"
+        )
+    if is_parameter and kind not in CLOUD_KINDS:
+        raise UnsupportedInstanceTypeError(
+            f"a pipeline parameter instance_type must default to an ml.* instance type (pipelines run SageMaker "
+            f"training jobs), got default {checked!r}"
+        )
+    return checked, kind
+
+
+def _count_checked_by_default(instance_count: Any) -> Any:
+    """A pipeline variable ``instance_count`` as its ``default_value`` (what is checked), else as given.
+
+    Raises:
+        UnsupportedInstanceTypeError: a pipeline variable without an integer default (a step's
+            property has none: the host count must be checkable when the step is defined).
+    """
+    if not isinstance(instance_count, PipelineVariable):
+        return instance_count
+    default = getattr(instance_count, "default_value", None)
+    if not isinstance(default, int) or isinstance(default, bool):
+        name = getattr(instance_count, "name", type(instance_count).__name__)
+        raise UnsupportedInstanceTypeError(
+            f"instance_count is a pipeline variable ({name}) without an integer default_value: it is checked by its "
+            "default when the step is defined (give ParameterInteger(name=..., default_value=1))"
+        )
+    return default

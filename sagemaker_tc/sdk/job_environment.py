@@ -25,13 +25,15 @@ Three kinds, checked by :func:`check_reserved_names` for both front ends (the es
 
 from __future__ import annotations
 
+import os
 import posixpath
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
 from sagemaker_tc import contract
-from sagemaker_tc.errors import ConfigWarning, EstimatorArgumentError, ReservedEnvironmentWarning
+from sagemaker_tc.errors import ConfigWarning, EstimatorArgumentError, LauncherError, ReservedEnvironmentWarning
 from sagemaker_tc.paths import unwritable_reason
 from sagemaker_tc.warn import warn_user
 
@@ -97,6 +99,12 @@ TORCHRUN_NAMES = frozenset(
     }
 )
 
+# CreateTrainingJob Environment (SageMaker API reference): at most 100 entries, names matching
+# [a-zA-Z_][a-zA-Z0-9_]* of at most 512 characters, values of at most 512 characters.
+_ENV_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
+MAX_ENV_ENTRIES = 100
+MAX_ENV_CHARS = 512
+
 
 def reserved_reason(name: str) -> str | None:
     """Why a job sets ``name`` itself (None: the name is the user's)."""
@@ -137,6 +145,29 @@ def check_reserved_names(names: Iterable[str]) -> None:
                 "replaces your value; a one-process job sees it as given",
                 ReservedEnvironmentWarning,
             )
+
+
+def check_job_environment(
+    environment: Any, *, cloud: bool, local_process: bool, compiler_enabled: bool
+) -> dict[str, str]:
+    """A job's plain-string variables under every rule both front ends apply, in one order: names,
+    values and the API's limits (:func:`check_environment`); for ``local_process``, this machine's
+    ``PATH`` kept (:func:`check_local_process_path`) and the API's lengths
+    (:func:`check_environment_limits`); then the values that would break the job late
+    (:func:`check_job_variables`). Returns the variables as a dict of str -> str.
+
+    Raises:
+        EstimatorArgumentError: what those functions refuse.
+
+    Warns:
+        ReservedEnvironmentWarning, ConfigWarning: as those functions warn.
+    """
+    checked = check_environment(environment, cloud=cloud)
+    if local_process:
+        check_local_process_path(checked, os.environ.get("PATH"))
+        check_environment_limits(checked)
+    check_job_variables(checked, compiler_enabled=compiler_enabled, local_process=local_process)
+    return checked
 
 
 def check_job_variables(environment: Mapping[str, Any], *, compiler_enabled: bool, local_process: bool) -> None:
@@ -187,7 +218,7 @@ def _inductor_dir_reason(folder: str, *, local_process: bool) -> str | None:
 def check_environment_limits(environment: Mapping[str, Any]) -> None:
     """A ``local_process`` job's ``environment`` within CreateTrainingJob's limits, 512 characters per
     name and per value, so a job that runs here runs on SageMaker unchanged. ``PATH`` is left out:
-    locally it must keep this machine's ``PATH`` (``arguments.check_local_process_path``), whose
+    locally it must keep this machine's ``PATH`` (:func:`check_local_process_path`), whose
     length is the machine's.
 
     Raises:
@@ -205,3 +236,87 @@ def check_environment_limits(environment: Mapping[str, Any]) -> None:
                     f"take names and values of at most {limit}, and local_process keeps to that so the job runs on "
                     "SageMaker unchanged; put a long value in a file in source_dir and pass the file's name"
                 )
+
+
+def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
+    """Return ``environment`` as a dict of str -> str (``{}`` for None).
+
+    Names follow CreateTrainingJob's rule (``[a-zA-Z_][a-zA-Z0-9_]*``) in every mode, so a job that
+    runs locally runs on SageMaker unchanged; values may not hold a NUL byte (no process environment
+    can). SageMaker jobs also get the API's limits: 100 variables, 512 characters per name and value.
+
+    Names the job sets itself are refused, or warned about (:mod:`sagemaker_tc.sdk.job_environment`).
+
+    Raises:
+        EstimatorArgumentError: not a mapping of strings to strings, a name or value those rules
+            refuse, or a reserved name (``SM_MODEL_DIR``, ``SAGEMAKER_BASE_DIR``, ...).
+
+    Warns:
+        ReservedEnvironmentWarning: a name torchrun sets in each process (``RANK``, ...).
+    """
+    if environment is None:
+        return {}
+    if not isinstance(environment, Mapping):
+        raise EstimatorArgumentError(f"environment must be a dict of str -> str, got {type(environment).__name__}")
+    for name, value in environment.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            # Name the key and the types, never the value (it may be a secret).
+            shown = repr(name) if isinstance(name, str) else f"a {type(name).__name__} key"
+            raise EstimatorArgumentError(
+                f"environment must be a dict of str -> str: {shown} has a {type(value).__name__} value; pass "
+                "every value as a string (e.g. str(8080))"
+            )
+    for name, value in environment.items():
+        if not _ENV_NAME_RE.match(name):
+            raise EstimatorArgumentError(
+                f"environment variable name {name!r} is not accepted: SageMaker takes names of letters, digits and "
+                "'_' that do not start with a digit ([a-zA-Z_][a-zA-Z0-9_]*)"
+            )
+        if "\x00" in value:
+            raise EstimatorArgumentError(f"environment variable {name!r} holds a NUL byte, which no process accepts")
+        _check_known_value(name, value)
+        if cloud and max(len(name), len(value)) > MAX_ENV_CHARS:
+            raise EstimatorArgumentError(
+                f"environment variable {name!r}: SageMaker training jobs take names and values of at most "
+                f"{MAX_ENV_CHARS} characters"
+            )
+    check_reserved_names(environment)
+    if cloud and len(environment) > MAX_ENV_ENTRIES:
+        raise EstimatorArgumentError(
+            f"environment has {len(environment)} variables; SageMaker training jobs take at most {MAX_ENV_ENTRIES}"
+        )
+    return dict(environment)
+
+
+def check_local_process_path(environment: Mapping[str, Any], machine_path: str | None) -> None:
+    """A ``PATH`` in a ``local_process`` job's environment replaces this machine's for the job's
+    processes (the toolkit, torchrun, the compilers the script runs): it must keep every folder of
+    ``machine_path`` (this machine's ``PATH``), extending it rather than replacing it.
+
+    Raises:
+        EstimatorArgumentError: ``environment["PATH"]`` lacks a folder of ``machine_path`` (the job
+            would fail with exit 127, "command not found"). The value is never shown.
+    """
+    given = environment.get("PATH")
+    if not isinstance(given, str) or machine_path is None:
+        return
+    kept = set(given.split(os.pathsep))
+    missing = [folder for folder in machine_path.split(os.pathsep) if folder and folder not in kept]
+    if missing:
+        raise EstimatorArgumentError(
+            f"environment['PATH'] leaves out {len(missing)} folder(s) of this machine's PATH: a local_process job "
+            "runs this machine's programs (the training toolkit, torchrun, compilers), and without them it fails "
+            "with exit 127 (command not found). Extend PATH instead, e.g. '/my/bin:' + os.environ['PATH'], or "
+            "leave it out (on SageMaker, environment['PATH'] replaces the container's PATH)"
+        )
+
+
+def _check_known_value(name: str, value: str) -> None:
+    """Variables sagemaker-tc reads in the job, checked now rather than after the job started."""
+    if name == contract.ENV_HANG_GRACE:
+        from sagemaker_tc.container.watchdog import grace_seconds
+
+        try:
+            grace_seconds(None, {name: value})
+        except LauncherError as error:
+            raise EstimatorArgumentError(str(error)) from None

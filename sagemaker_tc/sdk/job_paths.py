@@ -16,6 +16,9 @@ from urllib.parse import unquote, urlparse
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.paths import unwritable_reason
 
+# Where a local job's artifacts go when output_path is left out (relative to the working folder).
+DEFAULT_OUTPUT_PATH = "sagemaker-tc-output"
+
 DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
 OPT_ML = PurePosixPath("/opt/ml")
 # The job's folders a checkpoint folder may not be, hold or lie inside.

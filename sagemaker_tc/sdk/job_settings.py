@@ -17,7 +17,7 @@ from typing import Any
 from sagemaker_tc.errors import EstimatorArgumentError, JobSettingWarning
 from sagemaker_tc.sdk import debugger
 from sagemaker_tc.sdk.api_limits import check_limit
-from sagemaker_tc.sdk.arguments import check_flag, check_s3_uri
+from sagemaker_tc.sdk.value_checks import check_flag, check_s3_uri
 from sagemaker_tc.warn import warn_user
 
 logger = logging.getLogger(__name__)

@@ -9,21 +9,28 @@ starts (:mod:`sagemaker_tc.sdk.arguments` and its neighbours) and returns the va
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sagemaker_tc import contract
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import EstimatorArgumentError, HyperparameterError
-from sagemaker_tc.sdk import arguments, compiler_checks, config_defaults, folder_checks
+from sagemaker_tc.sdk import (
+    arguments,
+    compiler_checks,
+    compiler_rules,
+    config_defaults,
+    folder_checks,
+    instances,
+    job_environment,
+    value_checks,
+)
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
-from sagemaker_tc.sdk.arguments import CLOUD_KINDS
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
 from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
-from sagemaker_tc.sdk.instances import InstanceKind, warn_cpu_instance
-from sagemaker_tc.sdk.job_environment import check_environment_limits, check_job_variables
+from sagemaker_tc.sdk.instances import CLOUD_KINDS, InstanceKind, warn_cpu_instance
+from sagemaker_tc.sdk.job_environment import check_job_variables
 from sagemaker_tc.sdk.job_paths import is_synced_locally
 from sagemaker_tc.sdk.job_settings import JobSettings, check_job_settings
 from sagemaker_tc.sdk.request import job_hyperparameters, make_job_name, metric_definitions
@@ -154,7 +161,7 @@ class EstimatorSpec:
             checkpoint_local_path=given["checkpoint_local_path"],
             **versions,
         )
-        checked_type, kind = arguments.check_instance(given["instance_type"], given["instance_count"])
+        checked_type, kind = instances.check_instance(given["instance_type"], given["instance_count"])
         cloud = kind in CLOUD_KINDS
         role, environment, settings = config_defaults.apply(  # the SageMaker config file's defaults
             config_defaults.load(sagemaker_session),
@@ -164,7 +171,9 @@ class EstimatorSpec:
             environment=given["environment"],
             settings=given_settings,
         )
-        outside = arguments.check_flag("allow_symlinks_outside_source_dir", given["allow_symlinks_outside_source_dir"])
+        outside = value_checks.check_flag(
+            "allow_symlinks_outside_source_dir", given["allow_symlinks_outside_source_dir"]
+        )
         source = resolve_source(given["entry_point"], given["source_dir"], allow_outside_links=outside)
         config = _checked_compiler(estimator, framework, versions, checked_type, kind, given)
         arguments.check_entry_point_language(source, given["entry_point"], bool(config))
@@ -253,8 +262,8 @@ def _checked_compiler(
         check_processor(framework, estimator, checked_type, kind)
     if kind is InstanceKind.CPU:
         warn_cpu_instance(checked_type)
-    config = arguments.resolve_cache(arguments.check_compiler_config(given["compiler_config"]), kind)
-    arguments.check_backend(config, kind, checked_type, default_image=image_uri is None)
+    config = compiler_rules.resolve_cache(compiler_rules.check_compiler_config(given["compiler_config"]), kind)
+    compiler_rules.check_backend(config, kind, checked_type, default_image=image_uri is None)
     if image_uri is None and config and kind is not InstanceKind.LOCAL_PROCESS:
         check_tested_versions(estimator, framework, versions)  # a job on a stock DLC: its versions must be tested
     elif config and kind is not InstanceKind.LOCAL_PROCESS:  # as ModelTrainer does
@@ -280,13 +289,13 @@ def _checked_hyperparameters(hyperparameters: Any, *, cloud: bool) -> dict[str, 
 
 
 def _checked_environment(environment: Any, kind: InstanceKind, *, compiler_enabled: bool) -> dict[str, Any]:
-    """``environment`` checked (:func:`~sagemaker_tc.sdk.arguments.check_environment`); a pipeline
+    """``environment`` checked (:func:`~sagemaker_tc.sdk.job_environment.check_job_environment`); a pipeline
     variable value (SDK v2 took one) is checked by its ``default_value`` (``""`` without one) and
     carried as a reference into the step. ``local_process`` keeps this machine's ``PATH`` and the
     API's lengths; names the job sets are refused or warned about.
 
     Raises:
-        EstimatorArgumentError: what ``check_environment`` refuses; a pipeline variable in a local mode.
+        EstimatorArgumentError: what ``check_job_environment`` refuses; a pipeline variable in a local mode.
     """
     cloud = kind in CLOUD_KINDS
     variables = {}
@@ -298,18 +307,17 @@ def _checked_environment(environment: Any, kind: InstanceKind, *, compiler_enabl
             "(ml.* instance types)"
         )
     if not variables:
-        checked = arguments.check_environment(environment, cloud=cloud)
-    else:
-        defaults = {
-            name: (getattr(variables[name], "default_value", None) or "") if name in variables else value
-            for name, value in environment.items()
-        }
-        plain = arguments.check_environment({name: str(value) for name, value in defaults.items()}, cloud=True)
-        checked = {name: variables.get(name, value) for name, value in plain.items()}
-    if kind is InstanceKind.LOCAL_PROCESS:
-        arguments.check_local_process_path(checked, os.environ.get("PATH"))
-        check_environment_limits(checked)
-    check_job_variables(checked, compiler_enabled=compiler_enabled, local_process=kind is InstanceKind.LOCAL_PROCESS)
+        local_process = kind is InstanceKind.LOCAL_PROCESS
+        return job_environment.check_job_environment(
+            environment, cloud=cloud, local_process=local_process, compiler_enabled=compiler_enabled
+        )
+    defaults = {
+        name: (getattr(variables[name], "default_value", None) or "") if name in variables else value
+        for name, value in environment.items()
+    }
+    plain = job_environment.check_environment({name: str(value) for name, value in defaults.items()}, cloud=True)
+    checked = {name: variables.get(name, value) for name, value in plain.items()}
+    check_job_variables(checked, compiler_enabled=compiler_enabled, local_process=False)  # a cloud job
     return checked
 
 
@@ -331,7 +339,7 @@ def _checked_limits(
     make_job_name(base_job_name)  # fail now on a bad base name
     _metric_shapes(given["metric_definitions"], compiler_enabled=compiler_enabled, cloud=cloud)  # fail now
     max_run = given["max_run"]
-    checked_max_run = arguments.check_max_run(max_run)  # a pipeline variable: its default
+    checked_max_run = value_checks.check_max_run(max_run)  # a pipeline variable: its default
     if is_pipeline_variable(max_run) and not cloud:
         raise EstimatorArgumentError(
             "max_run is a pipeline variable: pipelines run SageMaker training jobs (ml.* instance types)"

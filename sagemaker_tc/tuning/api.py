@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.compiler.ranks import process_group_size, world_size
-from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig
+from sagemaker_tc.config import AUTO_BATCH, TrainingCompilerConfig, checked_config
 from sagemaker_tc.errors import BatchSizeSearchError, TuningError
 from sagemaker_tc.tuning.decision import TuningDecision, plan_tuning
 from sagemaker_tc.tuning.finder import BatchSizeSearch, find_max_batch
@@ -156,6 +156,8 @@ def tune_batch_size(
 
     Raises:
         TuningError: bad arguments (before any try). BatchSizeSearchError: no batch fits.
+        ConfigError: ``config`` is not a :class:`~sagemaker_tc.config.TrainingCompilerConfig` (a dict,
+            say) or does not pass its checks (before any session is opened).
     """
     from sagemaker_tc.compiler.session import session_for
 
@@ -163,6 +165,7 @@ def tune_batch_size(
         raise TuningError(
             f"batch_size (the loop's current per-device batch) must be a positive int (got {batch_size!r})"
         )
+    config = checked_config(config, argument="config")  # SMTC's config becomes ours
     session = session_for(config)
     config = config or session.config
     target = config.batch_size if config.batch_size is not None else AUTO_BATCH

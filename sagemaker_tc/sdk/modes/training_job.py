@@ -17,12 +17,12 @@ from sagemaker.core.workflow.pipeline_context import PipelineSession
 
 from sagemaker_tc.errors import EstimatorArgumentError
 from sagemaker_tc.sdk import cloud
-from sagemaker_tc.sdk.arguments import check_role
 from sagemaker_tc.sdk.channels import check_file_system_vpc, is_pipeline_channel
 from sagemaker_tc.sdk.hyperparameters import is_pipeline_variable
 from sagemaker_tc.sdk.job_settings import JobSettings
 from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name, with_submit_directory
 from sagemaker_tc.sdk.source import SourceSpec, archive_digest, staged_archive
+from sagemaker_tc.sdk.value_checks import check_role
 
 if TYPE_CHECKING:
     from sagemaker_tc.sdk.spec import EstimatorSpec

@@ -2,10 +2,11 @@
 
 :class:`sagemaker_tc.sdk.v3.trainer.ModelTrainer` runs them when it is built (before sagemaker-train's
 own defaults, which call AWS) and again at ``train()`` (the trainer's fields can be reassigned).
-They are the estimators' checks (:mod:`sagemaker_tc.sdk.arguments`) where ModelTrainer has the same
-argument, plus the ones its shape adds: the compiler wraps ``SourceCode.entry_script``, so a
-``SourceCode.command`` cannot be compiled, and it brings its own driver, so only ``Torchrun`` can be
-combined with it.
+They read ModelTrainer's fields and run the rules the estimators run where ModelTrainer has the same
+argument (:mod:`sagemaker_tc.sdk.instances`, :mod:`sagemaker_tc.sdk.job_environment`,
+:mod:`sagemaker_tc.sdk.value_checks`, :mod:`sagemaker_tc.sdk.folder_checks`), plus the ones its shape
+adds: the compiler wraps ``SourceCode.entry_script``, so a ``SourceCode.command`` cannot be compiled,
+and it brings its own driver, so only ``Torchrun`` can be combined with it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from sagemaker_tc.errors import (
     SourceNotFoundError,
     UnsupportedInstanceTypeError,
 )
-from sagemaker_tc.sdk import arguments, folder_checks
+from sagemaker_tc.sdk import folder_checks, instances, job_environment, value_checks
 from sagemaker_tc.sdk.api_limits import check_limit
 from sagemaker_tc.sdk.hyperparameters import (
     MAX_KEY_CHARS,
@@ -241,9 +242,9 @@ def check_compute(training_mode: Mode, compute: Any, *, warn: bool) -> tuple[str
                 f"'local_gpu' (Docker) or 'local_process' (no Docker), got {instance_type!r}"
             )
         docker_name = {"local_cpu": "local"}.get(instance_type, instance_type)
-        return instance_type, arguments.check_instance(docker_name, count)[1]
-    checked, kind = arguments.check_instance(instance_type, count)
-    if kind not in arguments.CLOUD_KINDS:
+        return instance_type, instances.check_instance(docker_name, count)[1]
+    checked, kind = instances.check_instance(instance_type, count)
+    if kind not in instances.CLOUD_KINDS:
         raise UnsupportedInstanceTypeError(
             f"instance_type={checked!r} runs on this machine: use training_mode=Mode.LOCAL_CONTAINER for it, or an "
             "ml.* instance type for a SageMaker training job"
@@ -253,9 +254,16 @@ def check_compute(training_mode: Mode, compute: Any, *, warn: bool) -> tuple[str
     return checked, kind
 
 
-def check_environment(environment: Any, *, cloud: bool) -> None:
-    """The estimators' environment rules for the plain-string variables (pipeline variables are
-    resolved by SageMaker), and no ``SM_TRAINING_COMPILER_SETTINGS`` of the user's own.
+def check_environment(environment: Any, kind: InstanceKind, *, compiler_enabled: bool) -> None:
+    """The estimators' environment rules for the plain-string variables
+    (:func:`~sagemaker_tc.sdk.job_environment.check_job_environment`; pipeline variables are resolved
+    by SageMaker, only their names are checked), and no ``SM_TRAINING_COMPILER_SETTINGS`` of the
+    user's own.
+
+    Args:
+        environment: ``ModelTrainer.environment`` without the settings the trainer wrote itself.
+        kind: where the job runs.
+        compiler_enabled: warn about variables that switch the compiler off (once, when built).
 
     Raises:
         EstimatorArgumentError: a name or value the estimators refuse.
@@ -268,13 +276,16 @@ def check_environment(environment: Any, *, cloud: bool) -> None:
             f"environment[{contract.ENV_SETTINGS!r}] is set by sagemaker_tc.ModelTrainer from compiler_config: "
             "remove it and put the settings in TrainingCompilerConfig"
         )
+    cloud = kind in instances.CLOUD_KINDS
     plain = {name: value for name, value in environment.items() if not isinstance(value, PipelineVariable)}
-    arguments.check_environment(plain, cloud=cloud)
-    arguments.check_reserved_names(name for name in environment if name not in plain)
-    if cloud and len(environment) >= arguments.MAX_ENV_ENTRIES:
+    job_environment.check_job_environment(
+        plain, cloud=cloud, local_process=kind is InstanceKind.LOCAL_PROCESS, compiler_enabled=compiler_enabled
+    )
+    job_environment.check_reserved_names(name for name in environment if name not in plain)
+    if cloud and len(environment) >= job_environment.MAX_ENV_ENTRIES:
         raise EstimatorArgumentError(
             f"environment has {len(environment)} variables; SageMaker training jobs take at most "
-            f"{arguments.MAX_ENV_ENTRIES}, and sagemaker_tc.ModelTrainer adds {contract.ENV_SETTINGS}"
+            f"{job_environment.MAX_ENV_ENTRIES}, and sagemaker_tc.ModelTrainer adds {contract.ENV_SETTINGS}"
         )
 
 
@@ -314,7 +325,7 @@ def check_stopping_condition(stopping_condition: Any) -> None:
     """
     max_run = getattr(stopping_condition, "max_runtime_in_seconds", None)
     if isinstance(max_run, int) or isinstance(max_run, float):
-        arguments.check_max_run(max_run)
+        value_checks.check_max_run(max_run)
 
 
 def hyperparameter_text(hyperparameters: Mapping[str, Any] | None) -> dict[str, str]:
@@ -346,9 +357,9 @@ def check_names(
     if _text(base_job_name):
         make_job_name(base_job_name)
     if _text(role):
-        arguments.check_role_characters(role)  # in every mode: a job that runs locally runs on SageMaker
+        value_checks.check_role_characters(role)  # in every mode: a job that runs locally runs on SageMaker
     if cloud and _text(role):
-        arguments.check_role(role)
+        value_checks.check_role(role)
     if tags:
         check_tags([_tag_dict(tag) for tag in tags])
     kms_key = _text(getattr(output_data_config, "kms_key_id", None))
@@ -396,7 +407,7 @@ def check_checkpoint_config(checkpoint_config: Any, kind: InstanceKind, *, outpu
     folder_checks.check_checkpoints(
         uri,
         folder,
-        cloud=kind in arguments.CLOUD_KINDS,
+        cloud=kind in instances.CLOUD_KINDS,
         kind=kind,
         output_path=_text(output_path),
         source_root=Path(source).expanduser().resolve() if local_source else None,

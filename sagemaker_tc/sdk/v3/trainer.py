@@ -19,7 +19,6 @@ With the compiler on, the trainer (when built, and again at ``train()``):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,10 +36,9 @@ from sagemaker_tc.errors import (
     SagemakerTCError,
     TrainingJobFailedError,
 )
-from sagemaker_tc.sdk import _internals, arguments, job_status
+from sagemaker_tc.sdk import _internals, compiler_rules, instances, job_status, value_checks
 from sagemaker_tc.sdk.images import MIN_PYTORCH, check_training_image
 from sagemaker_tc.sdk.instances import InstanceKind
-from sagemaker_tc.sdk.job_environment import check_environment_limits, check_job_variables
 from sagemaker_tc.sdk.job_status import LocalJobResult
 from sagemaker_tc.sdk.v3 import checks
 
@@ -142,7 +140,7 @@ class ModelTrainer(_SdkModelTrainer):
         Returns:
             Where the job runs; None when the compiler is off.
         """
-        config = arguments.check_compiler_config(self.compiler_config)
+        config = compiler_rules.check_compiler_config(self.compiler_config)
         if config is None or not config.enabled:
             return None
         entry_script = checks.check_source_code(self.source_code, local=self._runs_local_process)
@@ -161,16 +159,12 @@ class ModelTrainer(_SdkModelTrainer):
         self._check_job_fields(kind)
         if warn and not isinstance(self.hyperparameters, str):  # when built; a file's once sagemaker-train loads it
             checks.check_hyperparameters(self.hyperparameters)
-        config = arguments.resolve_cache(config, kind)
-        arguments.check_backend(config, kind, instance_type)
+        config = compiler_rules.resolve_cache(config, kind)
+        compiler_rules.check_backend(config, kind, instance_type)
         environment = dict(self.environment or {})
         if environment.get(contract.ENV_SETTINGS) == self._settings_written:
             environment.pop(contract.ENV_SETTINGS, None)  # ours, from an earlier check: written anew below
-        checks.check_environment(environment, cloud=kind in arguments.CLOUD_KINDS)
-        plain = {name: value for name, value in environment.items() if isinstance(value, str)}
-        check_job_variables(  # compiler_enabled=warn: warned once, when the job is built
-            plain, compiler_enabled=warn, local_process=kind is InstanceKind.LOCAL_PROCESS
-        )
+        checks.check_environment(environment, kind, compiler_enabled=warn)  # warned once, when the job is built
         environment.update(contract.encode_environment(config, entry_point=entry_script))
         self._settings_written = environment[contract.ENV_SETTINGS]
         if config is not self.compiler_config:
@@ -184,10 +178,7 @@ class ModelTrainer(_SdkModelTrainer):
         """Names, tags, the checkpoint config and a local cache, as the estimators check theirs (see
         :func:`checks.check_names`, :func:`checks.check_checkpoint_config` and
         :func:`checks.check_cache_apart`)."""
-        cloud = kind in arguments.CLOUD_KINDS
-        if kind is InstanceKind.LOCAL_PROCESS:
-            arguments.check_local_process_path(dict(self.environment or {}), os.environ.get("PATH"))
-            check_environment_limits(dict(self.environment or {}))
+        cloud = kind in instances.CLOUD_KINDS
         checks.check_names(
             self.base_job_name, self.role, self.tags, self.output_data_config, self.networking, cloud=cloud
         )
@@ -232,7 +223,7 @@ class ModelTrainer(_SdkModelTrainer):
         """
         for name, flag in (("wait", wait), ("logs", logs), ("dry_run", dry_run)):
             if not (flag is None and name != "dry_run"):  # sagemaker-train types wait and logs Optional[bool]
-                arguments.check_flag(name, flag)
+                value_checks.check_flag(name, flag)
         if input_data_config is not None and (
             isinstance(input_data_config, (str, bytes)) or not isinstance(input_data_config, (list, tuple))
         ):
@@ -248,7 +239,7 @@ class ModelTrainer(_SdkModelTrainer):
             if kind is None:  # the compiler is off: local_process is still ours
                 self._check_job_fields(InstanceKind.LOCAL_PROCESS)
             return self._train_local_process(input_data_config, wait=wait, logs=logs, dry_run=dry_run)
-        if kind in arguments.CLOUD_KINDS:
+        if kind in instances.CLOUD_KINDS:
             checks.check_file_system_inputs(
                 [self.input_data_config, input_data_config], getattr(self.networking, "subnets", None)
             )
