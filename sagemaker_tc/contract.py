@@ -13,7 +13,6 @@ decoder accepts both the decoded and the still-encoded forms.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,6 @@ from pydantic import BaseModel, ConfigDict
 
 from sagemaker_tc.config import TrainingCompilerConfig
 from sagemaker_tc.errors import ConfigError
-
-logger = logging.getLogger("sagemaker_tc.session")  # resolve_config's warning, as the session logged it
 
 SCHEMA_VERSION = 1
 
@@ -330,24 +327,3 @@ def compiler_dir(environ: Mapping[str, str]) -> Path:
     """``$SM_OUTPUT_DATA_DIR/compiler`` (SMTC's debug path), or ``./compiler`` outside a job."""
     base = environ.get(ENV_OUTPUT_DATA_DIR)
     return (Path(base) if base else Path.cwd()) / COMPILER_OUTPUT_DIRNAME
-
-
-def resolve_config(config: TrainingCompilerConfig | None, environ: Mapping[str, str]) -> TrainingCompilerConfig:
-    """``config``; else the job's (the estimator's ``compiler_config``); inside a job whose estimator
-    had none, a disabled config (with a warning: the estimator decides); outside a job, the default.
-
-    Raises:
-        ConfigError: the job's settings in the environment are malformed.
-    """
-    if config is not None:
-        return config
-    settings = settings_from_environment(environ)
-    if settings is not None:
-        return settings.config
-    if ENV_TRAINING_ENV in environ:
-        logger.warning(
-            "compile_model: this job's estimator has no compiler_config, so the model is not compiled "
-            "(add compiler_config=TrainingCompilerConfig() to the estimator, or pass config= here)"
-        )
-        return TrainingCompilerConfig(enabled=False)
-    return TrainingCompilerConfig()

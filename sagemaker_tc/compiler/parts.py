@@ -1,5 +1,6 @@
 """The parts a compiler session builds and hands down.
 
+:func:`resolve_config` is the config a session opens with (the one given, else the job's);
 :func:`runtime_for` builds the session's runtime by its config's backend (:func:`prepare_xla` readies
 the process for ``backend="xla"`` when the session opens). :class:`TrainerParts` is what a Hugging
 Face ``Trainer``'s callback (:mod:`sagemaker_tc.integrations.transformers`) and the job launcher
@@ -10,6 +11,7 @@ trainer builds the parts, each function takes the part it uses).
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from sagemaker_tc import contract
 from sagemaker_tc.compiler import planner
 from sagemaker_tc.compiler.runtime import CompilerRuntime
 from sagemaker_tc.compiler.xla_runtime import XlaRuntime
+from sagemaker_tc.config import TrainingCompilerConfig
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.captured_step import GraphBackend
@@ -27,9 +30,10 @@ if TYPE_CHECKING:
     from sagemaker_tc.compiler.regions import CompiledRegions
     from sagemaker_tc.compiler.shapes import BucketStats
     from sagemaker_tc.compiler.steps import StepTimer
-    from sagemaker_tc.config import TrainingCompilerConfig
 
 Runtime = CompilerRuntime | XlaRuntime  # a session's runtime, by its config's backend
+
+logger = logging.getLogger("sagemaker_tc.session")  # resolve_config's warning, as the session logs it
 
 
 def runtime_for(config: TrainingCompilerConfig, buckets: BucketStats, timer: StepTimer) -> Runtime:
@@ -121,3 +125,24 @@ def whole_step_named(config: TrainingCompilerConfig, device: str) -> bool:
     :mod:`sagemaker_tc.integrations.captured_trainer`)."""
     named = config.plan == "step" or (config.plan == "auto" and planner.whole_step_under_auto(device))
     return config.compiles and config.backend == "inductor" and named and config.mode == "default"
+
+
+def resolve_config(config: TrainingCompilerConfig | None, environ: Mapping[str, str]) -> TrainingCompilerConfig:
+    """``config``; else the job's (the estimator's ``compiler_config``); inside a job whose estimator
+    had none, a disabled config (with a warning: the estimator decides); outside a job, the default.
+
+    Raises:
+        ConfigError: the job's settings in the environment are malformed.
+    """
+    if config is not None:
+        return config
+    settings = contract.settings_from_environment(environ)
+    if settings is not None:
+        return settings.config
+    if contract.ENV_TRAINING_ENV in environ:
+        logger.warning(
+            "compile_model: this job's estimator has no compiler_config, so the model is not compiled "
+            "(add compiler_config=TrainingCompilerConfig() to the estimator, or pass config= here)"
+        )
+        return TrainingCompilerConfig(enabled=False)
+    return TrainingCompilerConfig()

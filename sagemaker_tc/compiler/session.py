@@ -27,7 +27,7 @@ from sagemaker_tc.compiler.captured_step import GraphBackend, graph_backend_for
 from sagemaker_tc.compiler.debug import DebugCapture
 from sagemaker_tc.compiler.dynamo import CompileWatch, DynamoLimits, dynamo_mark
 from sagemaker_tc.compiler.job_report import JobRecord
-from sagemaker_tc.compiler.parts import Runtime, TrainerParts, prepare_xla, runtime_for, torch_installed
+from sagemaker_tc.compiler.parts import Runtime, TrainerParts, prepare_xla, resolve_config, runtime_for, torch_installed
 from sagemaker_tc.compiler.plan_call import recompile_limit_for_buckets
 from sagemaker_tc.compiler.ranks import world_size
 from sagemaker_tc.compiler.shapes import BucketStats
@@ -51,12 +51,12 @@ def current_session() -> CompilerSession | None:
 
 
 def session_for(config: TrainingCompilerConfig | None = None) -> CompilerSession:
-    """The process's open session, or a new one opened with :func:`sagemaker_tc.contract.resolve_config`
+    """The process's open session, or a new one opened with :func:`~.parts.resolve_config`
     of ``config`` (``compile_model`` and ``tune_batch_size`` outside a job; it writes no report)."""
     session = current_session()
     if session is not None:
         return session
-    return CompilerSession(contract.resolve_config(config, os.environ)).open()
+    return CompilerSession(resolve_config(config, os.environ)).open()
 
 
 class CompilerSession:
