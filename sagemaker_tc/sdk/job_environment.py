@@ -103,7 +103,7 @@ TORCHRUN_NAMES = frozenset(
 # [a-zA-Z_][a-zA-Z0-9_]* of at most 512 characters, values of at most 512 characters.
 _ENV_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
 MAX_ENV_ENTRIES = 100
-MAX_ENV_CHARS = 512
+MAX_ENV_CHARS = contract.MAX_ENVIRONMENT_VALUE_CHARS
 
 
 def reserved_reason(name: str) -> str | None:
@@ -224,7 +224,7 @@ def check_environment_limits(environment: Mapping[str, Any]) -> None:
     Raises:
         EstimatorArgumentError: a longer name or value (the message gives the length, never the value).
     """
-    limit = contract.MAX_ENVIRONMENT_VALUE_CHARS
+    limit = MAX_ENV_CHARS
     for name, value in environment.items():
         if name == "PATH" or not isinstance(name, str) or not isinstance(value, str):
             continue
@@ -245,7 +245,7 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
     runs locally runs on SageMaker unchanged; values may not hold a NUL byte (no process environment
     can). SageMaker jobs also get the API's limits: 100 variables, 512 characters per name and value.
 
-    Names the job sets itself are refused, or warned about (:mod:`sagemaker_tc.sdk.job_environment`).
+    Names the job sets itself are refused, or warned about (:func:`check_reserved_names`).
 
     Raises:
         EstimatorArgumentError: not a mapping of strings to strings, a name or value those rules
