@@ -46,7 +46,7 @@ from sagemaker_tc.compiler.padding import (
     padding_dims,
     sequence_length,
 )
-from sagemaker_tc.config_rules import bucket_problem
+from sagemaker_tc.config_rules import MAX_BUCKETS, bucket_problem
 from sagemaker_tc.errors import CollatorArgumentError
 
 AUTO_MIN_BUCKET = 16
@@ -151,7 +151,10 @@ def _check_padding_arguments(batch: Any, buckets: Any, pad_token_id: Any, left: 
             f"{type(batch).__name__}: collate the samples first"
         )
     lengths = list(buckets) if isinstance(buckets, Sequence) and not isinstance(buckets, str) else None
-    problem = "give 1 to 16 bucket lengths, e.g. [32, 64, 128]" if lengths is None else bucket_problem(lengths)
+    if lengths is None:
+        problem = f"give 1 to {MAX_BUCKETS} bucket lengths, e.g. [32, 64, 128]"
+    else:
+        problem = bucket_problem(lengths)
     if problem is not None:
         raise CollatorArgumentError(f"pad_to_bucket(buckets={buckets!r}): {problem}")
     if not isinstance(pad_token_id, int) or isinstance(pad_token_id, bool):
