@@ -16,9 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.paths import write_atomic
+
+if TYPE_CHECKING:
+    from sagemaker_tc.compiler.runtime_protocol import SessionRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +167,7 @@ class PlanHistory:
         self.key = key
 
     @classmethod
-    def of_job(cls, folder: Path | None, runtime: Any, records: list[Any], world_size: int) -> PlanHistory:
+    def of_job(cls, folder: Path | None, runtime: SessionRuntime, records: list[Any], world_size: int) -> PlanHistory:
         """The history in ``folder`` of the workload of a job whose runtime is ``runtime`` (its first
         model and device name), whose step ``records`` are these (a live list) and with ``world_size``
         processes (:func:`workload_key`)."""

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from sagemaker_tc.compiler.dynamo import CompileWatch
     from sagemaker_tc.compiler.job_cache import JobCache
     from sagemaker_tc.compiler.regions import CompiledRegions
+    from sagemaker_tc.compiler.runtime import CompilerRuntime
+    from sagemaker_tc.compiler.runtime_protocol import SessionRuntime
     from sagemaker_tc.compiler.shapes import BucketStats
     from sagemaker_tc.compiler.steps import StepTimer
     from sagemaker_tc.config import TrainingCompilerConfig
@@ -69,7 +71,7 @@ class JobRecord:
 
 def gather(
     config: TrainingCompilerConfig,
-    runtime: Any,
+    runtime: CompilerRuntime,
     record: JobRecord,
     timer: StepTimer,
     buckets: BucketStats,
@@ -100,7 +102,7 @@ def gather(
     return report
 
 
-def write_files(report: dict[str, Any], folder: Path, *, debug: DebugCapture | None, runtime: Any) -> None:
+def write_files(report: dict[str, Any], folder: Path, *, debug: DebugCapture | None, runtime: SessionRuntime) -> None:
     """Write ``report`` to ``folder/report.json`` (with debug mode's files first: the capture's and
     ``runtime.write_debug``'s, listed in the report's ``debug_files``) and print its metric lines.
 

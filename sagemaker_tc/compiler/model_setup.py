@@ -25,6 +25,7 @@ from sagemaker_tc.compiler.xla_runtime import XlaRuntime
 
 if TYPE_CHECKING:
     from sagemaker_tc.compiler.regions import CompiledRegions
+    from sagemaker_tc.compiler.runtime_protocol import SessionRuntime
     from sagemaker_tc.config import TrainingCompilerConfig
 
 logger = logging.getLogger("sagemaker_tc.integrations")
@@ -58,7 +59,7 @@ def restore_kv_cache(model: Any) -> None:
         delattr(model, _USE_CACHE_SAVED)
 
 
-def xla_padding(runtime: Any, moves_batches: bool, train_dataloader: Any) -> str:
+def xla_padding(runtime: SessionRuntime, moves_batches: bool, train_dataloader: Any) -> str:
     """Pad ``backend="xla"``'s training batches in ``train_dataloader`` when the integration's
     dataloader moves them to the device (``runtime`` an :class:`XlaRuntime`); returns where they are
     padded (the log's phrase)."""

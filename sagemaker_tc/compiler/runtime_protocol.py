@@ -26,13 +26,20 @@ class SessionRuntime(Protocol):
         calls: the per-call hooks on each attached model (their listeners:
             :meth:`~.calls.ModelCalls.add_listener`; the accumulation: ``forwards_per_step``).
         plan_end_listeners: called with a plan that ends, before it does.
+        device_name: the name of the device the models train on (``"cpu"`` until a model's first
+            training call tells; a CUDA device's name, say ``"NVIDIA H100 80GB HBM3"``).
     """
 
     calls: ModelCalls
     plan_end_listeners: list[Callable[[str], None]]
+    device_name: str
 
     def attach(self, model: Any, config: TrainingCompilerConfig) -> CompiledRegions:
         """Prepare ``model`` under ``config``; all or nothing."""
+        ...
+
+    def first_model(self) -> Any:
+        """The first model attached (None before one is)."""
         ...
 
     def detach(self) -> None:

@@ -15,6 +15,7 @@ from sagemaker_tc.errors import CheckpointArgumentError, ModelArgumentError
 if TYPE_CHECKING:
     import torch
 
+    from sagemaker_tc.compiler.runtime_protocol import SessionRuntime
     from sagemaker_tc.compiler.steps import StepTimer
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class StepWatcher:
 
     _of_timer: weakref.WeakKeyDictionary[StepTimer, StepWatcher] = weakref.WeakKeyDictionary()
 
-    def __init__(self, timer: StepTimer, runtime: Any, end_step: Callable[[int], None]) -> None:
+    def __init__(self, timer: StepTimer, runtime: SessionRuntime, end_step: Callable[[int], None]) -> None:
         self.timer = timer
         self.runtime = runtime
         self.end_step = end_step
@@ -57,7 +58,11 @@ class StepWatcher:
 
     @classmethod
     def of(
-        cls, timer: StepTimer, runtime: Any, end_step: Callable[[int], None], add_cleanup: Callable[[Callable], None]
+        cls,
+        timer: StepTimer,
+        runtime: SessionRuntime,
+        end_step: Callable[[int], None],
+        add_cleanup: Callable[[Callable], None],
     ) -> StepWatcher:
         """The watcher of the session whose step records are ``timer``; the first call installs the
         global optimizer step hook and listens to the runtime's model calls (each undone by
