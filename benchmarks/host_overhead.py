@@ -4,13 +4,17 @@ A BERT-base step at batch 32 x 128 on an H200 is bound by the host: eager took 3
 GPU needs about 4 ms of compute (``shared/research/perf.md`` section 5), so what decides the speed
 is how much Python, dispatch and launching the host does per step, and whether it waits for the GPU.
 This script measures that host work where no GPU is needed: a 12-layer BERT with BERT-base's
-structure but hidden size 64, batch 2 x 16 tokens, whose compute is negligible on the CPU, so a
+structure but hidden size 64, batch 2 x 16 tokens, whose compute is small on the CPU, so most of a
 step's time is its host work. Per variant (eager, ``regional``, ``model``, ``step`` through
 ``sagemaker_tc.compile_model``, whole-model ``torch.compile`` as HF's ``torch_compile=True`` does,
 and ``torch.compile(mode="reduce-overhead")`` as ``torch_compile_mode="reduce-overhead"`` does: on a
 CPU that mode records no CUDA graph, so the row measures its other settings only), in one process
 each, every step shaped as a Trainer step (the bench's ``sagemaker_tc_bench.worker.trainer_step``:
-clip at 1.0, a linear LambdaLR, ``zero_grad(set_to_none=True)``, the loss read every 50 steps):
+clip at 1.0, a linear LambdaLR, ``zero_grad(set_to_none=True)``, the loss read every 50 steps).
+One more row, the floor, runs the peer's compiled forward and backward alone (then ``zero_grad``; no
+clip, optimizer or scheduler): no plan that compiles the same graphs as the peer can take less, so
+its ``vs_peer`` is the best ratio reachable by removing host work around the graphs on this CPU.
+Per variant:
 
 - the steady step time (median of 30 steps after 10 warm-up steps), milliseconds;
 - the aten operators the host dispatched per step outside compiled graphs and the compiled-graph
@@ -47,8 +51,12 @@ from sagemaker_tc_bench.hardware import write_result
 
 PEER = "torch.compile"
 PEER_REDUCE_OVERHEAD = "torch.compile reduce-overhead"
-VARIANTS = ("eager", "regional", "model", "step", PEER, PEER_REDUCE_OVERHEAD)
-LABELS = {PEER_REDUCE_OVERHEAD: 'torch.compile(model, mode="reduce-overhead"): no CUDA graphs on a CPU'}
+FLOOR = "torch.compile forward+backward only"
+VARIANTS = ("eager", "regional", "model", "step", PEER, PEER_REDUCE_OVERHEAD, FLOOR)
+LABELS = {
+    PEER_REDUCE_OVERHEAD: 'torch.compile(model, mode="reduce-overhead"): no CUDA graphs on a CPU',
+    FLOOR: "the peer's graphs alone (forward, backward, zero_grad; no clip, optimizer or scheduler): a floor",
+}
 ROUNDS = 3
 SYNCING = {"item", "cpu", "tolist", "numpy", "__bool__", "__int__", "__float__", "nonzero"}
 
@@ -85,7 +93,7 @@ def run_variant(variant: str) -> dict:
     model, batch = build()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     scheduler = linear_schedule(optimizer, 10_000)
-    if variant == PEER:
+    if variant in (PEER, FLOOR):
         model = torch.compile(model)
     elif variant == PEER_REDUCE_OVERHEAD:
         model = torch.compile(model, mode="reduce-overhead")
@@ -96,7 +104,10 @@ def run_variant(variant: str) -> dict:
 
     def step():
         nonlocal index
-        trainer_step(model, optimizer, scheduler, batch, no_autocast, index)
+        if variant == FLOOR:
+            forward_backward(model, optimizer, batch, no_autocast)
+        else:
+            trainer_step(model, optimizer, scheduler, batch, no_autocast, index)
         index += 1
 
     for _ in range(10):
@@ -115,6 +126,15 @@ def run_variant(variant: str) -> dict:
         "compiled_graph_calls_per_step": graphs,
         "host_syncs_per_step": syncs,
     }
+
+
+def forward_backward(model, optimizer, batch: dict, autocast) -> None:
+    """The floor's step: the forward and backward of a Trainer step, then ``zero_grad``; the clip, the
+    optimizer's update and the scheduler are left out (module docstring)."""
+    with autocast:
+        loss = model(**batch).loss
+    loss.backward()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def _profile(step) -> tuple[int, int]:

@@ -4,7 +4,9 @@ ms, GPU busy ms, syncs per step, CUDA graphs recorded and replayed, peak reserve
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import types
 from pathlib import Path
 
 import pytest
@@ -259,6 +261,31 @@ def test_host_overhead_reports_the_median_of_its_rounds_and_labels_reduce_overhe
     assert row["step_ms"] == 20 and row["step_ms_rounds"] == [30, 10, 20]
     assert "no CUDA graphs on a CPU" in row["label"]
     assert module.ROUNDS >= 3 and module.PEER_REDUCE_OVERHEAD in module.VARIANTS
+
+
+def test_host_overhead_floor_runs_forward_and_backward_but_never_updates_the_weights():
+    module = _host_overhead()
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return types.SimpleNamespace(loss=self.linear(x).pow(2).mean())
+
+    model = Tiny()
+    before = [parameter.detach().clone() for parameter in model.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    seen = []
+    model.linear.weight.register_hook(lambda grad: seen.append(grad.abs().sum()))
+
+    module.forward_backward(model, optimizer, {"x": torch.ones(2, 4)}, contextlib.nullcontext())
+
+    assert len(seen) == 1 and seen[0] > 0  # the backward ran
+    assert all(parameter.grad is None for parameter in model.parameters()) and optimizer.state == {}
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert module.FLOOR in module.VARIANTS and "a floor" in module.LABELS[module.FLOOR]
 
 
 def test_an_inherited_graph_method_is_counted_and_removed_again():
