@@ -440,3 +440,24 @@ def test_model_trainer_local_process_refuses_an_environment_value_over_512_chara
             environment={"TOKEN": "v" * 600},
         )
     assert not (tmp_path / "root").exists()
+
+
+def test_a_host_never_overwrites_another_hosts_new_checkpoint_with_its_stale_copy(tmp_path):
+    from sagemaker_tc.sdk.local.checkpoints import CheckpointSync
+
+    location, first, second = tmp_path / "location", tmp_path / "algo-1", tmp_path / "algo-2"
+    location.mkdir()
+    (location / "latest.pt").write_text("v1 from an earlier job")
+    (location / "kept.txt").write_text("untouched")
+
+    with CheckpointSync(location, [first, second], interval_s=3600) as sync:
+        assert (second / "latest.pt").read_text() == "v1 from an earlier job"
+        (first / "latest.pt").write_text("v2 saved by rank 0 on algo-1")
+        os.utime(first / "latest.pt", ns=(1, 2_000_000_000_000_000_000))  # surely another time than v1's
+        (second / "only-on-algo-2.txt").write_text("algo-2's own file")
+
+    assert sync.failure is None
+    assert (location / "latest.pt").read_text() == "v2 saved by rank 0 on algo-1"  # algo-2 copies out last
+    assert (location / "only-on-algo-2.txt").read_text() == "algo-2's own file"
+    assert (location / "kept.txt").read_text() == "untouched"
+

@@ -3,10 +3,11 @@ is a local folder (``file://`` URI or plain path) and ``checkpoint_local_path`` 
 ``/opt/ml/checkpoints``) a folder under ``/opt/ml``, i.e. under each host's job folder.
 
 At job start the location's files are copied into every host's checkpoint folder; while the job
-runs, files new or changed there are copied out every :data:`SYNC_INTERVAL_S` seconds by a
-background thread; when the job ends (however it ends) they are copied out a last time. As on
-SageMaker, files deleted in the job are not deleted at the location, and every host syncs with the
-same location.
+runs, the files a host wrote or changed since they were copied in (or last out) are copied out every
+:data:`SYNC_INTERVAL_S` seconds by a background thread; when the job ends (however it ends) they are
+copied out a last time. As on SageMaker, files deleted in the job are not deleted at the location,
+every host syncs with the same location, and a host uploads only its own changes: a file another
+host saved is never overwritten by this host's untouched copy from the job's start.
 
 Checkpoint folders never overlap the job's other folders: ``checkpoint_local_path`` may not be,
 hold or lie inside ``/opt/ml/input`` (the channels), ``/opt/ml/code``, ``/opt/ml/model`` or
@@ -33,9 +34,17 @@ logger = logging.getLogger(__name__)
 # between two copies reaches the location at the next one, or at the end).
 SYNC_INTERVAL_S = 10.0
 
+# A file's size in bytes and modification time in nanoseconds, as the sync compares them.
+FileState = tuple[int, int]
 
-def copy_new(source: Path, target: Path) -> None:
+
+def copy_new(source: Path, target: Path, synced: dict[Path, FileState] | None = None) -> None:
     """Copy every file under ``source`` that ``target`` lacks or holds at another size or time.
+
+    With ``synced`` (a file's path relative to ``source`` -> its size and modification time in
+    nanoseconds when it was last synced, see :func:`file_states`), a file whose size and time still
+    match its entry is left alone, however ``target``'s copy differs: only what changed under
+    ``source`` since is copied, and each copied file's entry is updated.
 
     Each file is written under a temporary name and renamed when whole, and never through a
     symbolic link in ``target`` (a file whose folder there is a link, ``sub -> /elsewhere``, is not
@@ -51,6 +60,9 @@ def copy_new(source: Path, target: Path) -> None:
         if not path.is_file() or path.is_symlink():
             continue
         relative = path.relative_to(source)
+        state = _state(path)
+        if state is None or (synced is not None and synced.get(relative) == state):
+            continue  # removed meanwhile, or unchanged here since it was last synced
         link = _link_on_the_way(target, relative)
         if link is not None:
             logger.warning(
@@ -72,6 +84,29 @@ def copy_new(source: Path, target: Path) -> None:
                 f"{error.strerror or error}; {needed}. No partial file was left; make room there (or give "
                 "the checkpoints a folder with room) and run the job again"
             ) from error
+        if synced is not None:
+            synced[relative] = state  # the state read before the copy: a write during it is copied next time
+
+
+def file_states(folder: Path) -> dict[Path, FileState]:
+    """Every regular file under ``folder`` (links left out): its path relative to ``folder`` -> its
+    size in bytes and modification time in nanoseconds. Empty when ``folder`` is missing."""
+    if not folder.is_dir():
+        return {}
+    states = {}
+    for path in folder.rglob("*"):
+        state = None if path.is_symlink() or not path.is_file() else _state(path)
+        if state is not None:
+            states[path.relative_to(folder)] = state
+    return states
+
+
+def _state(path: Path) -> FileState | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
 
 
 def _size(path: Path) -> int:
@@ -126,13 +161,15 @@ class CheckpointSync:
         self.location, self.folders = location, folders
         self.failure: CheckpointSyncError | None = None
         self.interval_s = SYNC_INTERVAL_S if interval_s is None else interval_s
+        self._synced: dict[Path, dict[Path, FileState]] = {}  # per host folder, see copy_new
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sagemaker-tc-checkpoint-sync", daemon=True)
 
     def copy_out(self) -> None:
-        """Copy each host's new or changed checkpoint files to the location."""
+        """Copy to the location the checkpoint files each host wrote or changed since they were
+        copied in or last out (another host's newer save is never overwritten by a stale copy)."""
         for folder in self.folders:
-            copy_new(folder, self.location)
+            copy_new(folder, self.location, self._synced.setdefault(folder, {}))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -146,6 +183,7 @@ class CheckpointSync:
         for folder in self.folders:
             folder.mkdir(parents=True, exist_ok=True)
             copy_new(self.location, folder)
+            self._synced[folder] = file_states(folder)
         self._thread.start()
         return self
 
