@@ -131,7 +131,9 @@ def writing(folder: str | os.PathLike, step: int) -> Iterator[Path]:
             torch.save(state, target / "state.pt")
 
     Yields an empty temporary folder next to the checkpoint; when the block ends without an error it
-    gets the completion marker and is renamed to ``checkpoint-<step>`` (replacing one of that name).
+    gets the completion marker and is renamed to ``checkpoint-<step>`` (replacing one of that name,
+    which is set aside first and removed only after the rename; a file or link of that name is
+    replaced, never followed).
     When the block raises, the temporary folder is removed and nothing else changes.
 
     Raises:
@@ -162,9 +164,27 @@ def writing(folder: str | os.PathLike, step: int) -> Iterator[Path]:
         raise
     _save_session_plan(partial)
     mark_complete(partial, step)
-    if target.exists():
-        shutil.rmtree(target)
+    _put_in_place(partial, target)
+
+
+def _put_in_place(partial: Path, target: Path) -> None:
+    """Rename the finished ``partial`` folder to ``target``. What ``target`` held (an older checkpoint
+    of that step; a file or a link, never followed) is first renamed aside and removed only once the
+    new checkpoint has its name, so it is never deleted while the new one is still hidden."""
+    replaced = target.with_name(f".{target.name}.replaced")
+    _remove(replaced)  # left by a job killed between the two renames below
+    if target.exists() or target.is_symlink():
+        os.replace(target, replaced)
     os.replace(partial, target)
+    _remove(replaced)
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path``: a link or a file is unlinked (a link's target is left alone), a folder removed whole."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
 
 
 def _save_session_plan(folder: Path) -> None:

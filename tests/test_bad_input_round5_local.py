@@ -461,3 +461,66 @@ def test_a_host_never_overwrites_another_hosts_new_checkpoint_with_its_stale_cop
     assert (location / "only-on-algo-2.txt").read_text() == "algo-2's own file"
     assert (location / "kept.txt").read_text() == "untouched"
 
+
+@pytest.mark.parametrize("replacement", ["removed", "a file"])
+def test_a_model_folder_the_script_removed_gives_an_empty_archive_and_says_why(tmp_path, caplog, replacement):
+    import tarfile
+
+    from sagemaker_tc.sdk.local.process import _write_artifacts
+
+    job_dir, artifacts = tmp_path / "opt_ml", tmp_path / "output"
+    (job_dir / "output" / "data").mkdir(parents=True)
+    (job_dir / "output" / "data" / "metrics.txt").write_text("loss 0.1")
+    if replacement == "a file":
+        (job_dir / "model").write_text("the script's own file")
+
+    with caplog.at_level("WARNING", logger="sagemaker_tc.sdk.local.process"):
+        model_tar, output_tar = _write_artifacts(job_dir, artifacts)
+
+    with tarfile.open(model_tar) as tar:
+        assert tar.getnames() == []
+    assert members(output_tar) == {"metrics.txt": b"loss 0.1"}
+    found = "nothing" if replacement == "removed" else "a file or link"
+    said = f"model.tar.gz is empty: the job's script removed its folder {job_dir / 'model'} ({found} stands"
+    assert said in caplog.text
+    if replacement == "a file":
+        assert (job_dir / "model").read_text() == "the script's own file"
+
+
+@pytest.mark.parametrize("existing", ["checkpoint", "link", "file"])
+def test_writing_replaces_whatever_holds_the_checkpoints_name_and_keeps_the_old_one_until_then(
+    tmp_path, monkeypatch, existing
+):
+    from sagemaker_tc import checkpoints
+
+    folder, outside = tmp_path / "checkpoints", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the job's")
+    target = folder / "checkpoint-5"
+    if existing == "checkpoint":
+        with checkpoints.writing(folder, 5) as first:
+            (first / "state.pt").write_text("old")
+    elif existing == "link":
+        target.symlink_to(outside, target_is_directory=True)
+    else:
+        target.write_text("a stray file")
+    seen_during_rename = []
+    real_replace = os.replace
+
+    def watching_replace(source, destination):
+        if Path(destination) == target:  # the new checkpoint takes its name: the old one is still whole
+            aside = folder / ".checkpoint-5.replaced"
+            seen_during_rename.append(aside.exists() or aside.is_symlink())
+        return real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", watching_replace)
+    with checkpoints.writing(folder, 5) as second:
+        (second / "state.pt").write_text("new")
+    monkeypatch.undo()
+
+    assert seen_during_rename == [True]
+    assert not target.is_symlink() and (target / "state.pt").read_text() == "new" and checkpoints.is_complete(target)
+    assert sorted(path.name for path in folder.iterdir()) == ["checkpoint-5"]
+    assert checkpoints.latest_complete(folder) == target
+    assert (outside / "keep.txt").read_text() == "not the job's"  # a link's target is never touched

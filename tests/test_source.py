@@ -225,3 +225,29 @@ def test_the_folders_sagemaker_tc_writes_are_never_packed_wherever_they_lie(tmp_
     )
     archive = build_source_archive(cloud.source, tmp_path / "out2", inject_launcher=False)
     assert "sagemaker-tc-output" not in names(archive) and "out1" in names(archive)
+
+
+def test_an_earlier_local_jobs_folder_is_never_packed_nor_its_channel_links_refused(tmp_path, monkeypatch):
+    """A second estimator with ``source_dir="."`` after a ``local_process`` job there: the first job's
+    folder (its hyperparameters, its channel link to data outside the source folder) is left out of
+    the code and its links are not checked, whatever ``output_path`` the second estimator names."""
+    from sagemaker_tc import PyTorch
+
+    project, data = tmp_path / "project", tmp_path / "data"
+    project.mkdir()
+    data.mkdir()
+    (data / "rows.csv").write_text("a,b\n")
+    (project / "train.py").write_text("print('hi')\n")
+    monkeypatch.chdir(project)
+
+    def estimator(output_path: str | None) -> PyTorch:
+        given = {"output_path": output_path} if output_path else {}
+        versions = {"framework_version": "2.8", "py_version": "py312"}
+        return PyTorch("train.py", source_dir=".", instance_type="local_process", **versions, **given)
+
+    estimator("runs-a").fit({"train": str(data)})
+    estimator(None).fit({"train": str(data)})  # the default output folder
+    assert sorted(path.name for path in project.iterdir()) == ["runs-a", "sagemaker-tc-output", "train.py"]
+
+    later = estimator("runs-b")  # constructing it lists the folder: no SourceLinkError for the old links
+    assert names(build_source_archive(later.source, tmp_path / "out", inject_launcher=False)) == ["runs-a", "train.py"]

@@ -57,8 +57,19 @@ def skipped(arcname: str) -> bool:
 
 
 JOB_FOLDER_MARKER = ".sagemaker-tc-job"
-"""The file ``local_process`` writes into each job folder it makes: a folder holding it is an earlier
-job's (its code, hyperparameters, model and output) and is never shipped as source code."""
+"""The file a local job (``local_process`` or Docker local mode, from either front end) writes into
+each job folder it makes: a folder holding it is an earlier job's (its code, hyperparameters, channel
+links, model and output) and is never shipped as source code, nor are the links in it checked."""
+
+
+def mark_job_folder(folder: Path) -> None:
+    """Make ``folder`` (and its parents) if missing and write :data:`JOB_FOLDER_MARKER` into it.
+
+    Raises:
+        OSError: the folder or the marker cannot be written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / JOB_FOLDER_MARKER).write_text("a sagemaker-tc local job folder: never shipped as source code\n")
 
 
 def marked_job_folders(folder: Path) -> list[str]:

@@ -33,6 +33,7 @@ from sagemaker_tc.sdk.local.checkpoints import checkpoint_sync
 from sagemaker_tc.sdk.local.hosts import HostCommand, LastException, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.local.stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
+from sagemaker_tc.sdk.source_tree import mark_job_folder
 
 logger = logging.getLogger(__name__)
 
@@ -115,12 +116,24 @@ def prepare_job_dir(request: TrainingJobRequest, job_dir: Path, host: str = HOST
 
 def _tar_folder(folder: Path, archive: Path) -> None:
     """Pack ``folder`` into ``archive`` through a partial file renamed when whole: never a torn
-    archive under its final name (the partial file is removed when the write fails)."""
+    archive under its final name (the partial file is removed when the write fails). A ``folder``
+    the job's script removed, or replaced with something that is not a folder, gives an empty
+    archive and a warning that says so (what stands there now is left where it is)."""
     partial = archive.with_name(f".{archive.name}.sagemaker-tc-partial")
     partial.unlink(missing_ok=True)
+    children = sorted(folder.iterdir()) if folder.is_dir() else []
+    if not folder.is_dir():
+        found = "a file or link" if folder.exists() or folder.is_symlink() else "nothing"
+        logger.warning(
+            "%s is empty: the job's script removed its folder %s (%s stands there now); write the files into "
+            "that folder instead of replacing it",
+            archive.name,
+            folder,
+            found,
+        )
     try:
         with tarfile.open(partial, "w:gz") as tar:
-            for child in sorted(folder.iterdir()):
+            for child in children:
                 tar.add(child, arcname=child.name)
         os.replace(partial, archive)
     except BaseException:
@@ -270,6 +283,7 @@ def prepare_job(
     grace_s = stop_grace_s(environment)
     namespace = job_namespace.prepare(request)  # before any folder is made: a refusal leaves nothing
     checkpoints = _checkpoint_sync(request, job_dirs)
+    mark_job_folder(output_root)  # a later job with source_dir="." never ships this one
     for host, job_dir in job_dirs.items():
         prepare_job_dir(request, job_dir, host)
     commands = {host: host_command(job_dir, host) for host, job_dir in job_dirs.items()}

@@ -15,6 +15,7 @@ from sagemaker_tc.sdk.local.job import LocalJob
 from sagemaker_tc.sdk.modes.request import request_for
 from sagemaker_tc.sdk.request import TrainingJobRequest, make_job_name, with_submit_directory
 from sagemaker_tc.sdk.source import SourceSpec, staged_archive
+from sagemaker_tc.sdk.source_tree import mark_job_folder
 
 if TYPE_CHECKING:
     from sagemaker_tc.sdk.spec import EstimatorSpec
@@ -68,6 +69,7 @@ def run(
     code_dir = job_dir / "code"
     with staged_archive(source, inject_launcher=inject_launcher) as archive:
         code_dir.mkdir(parents=True)
+        mark_job_folder(job_dir)  # a later job with source_dir="." never ships this one
         with tarfile.open(archive) as tar:
             tar.extractall(code_dir, filter="data")
     request = with_submit_directory(request, code_dir.as_uri())

@@ -32,7 +32,7 @@ from sagemaker_tc.sdk.local import process as local_process
 from sagemaker_tc.sdk.local.docker import check_docker as check_docker  # the local_container mode's check
 from sagemaker_tc.sdk.local.hosts import HostCommand, free_port
 from sagemaker_tc.sdk.request import TrainingJobRequest, build_request, make_job_name
-from sagemaker_tc.sdk.source_tree import JOB_FOLDER_MARKER, copy_entries
+from sagemaker_tc.sdk.source_tree import copy_entries, mark_job_folder
 from sagemaker_tc.sdk.v3 import checks
 from sagemaker_tc.sdk.v3.driver import driver_folder
 
@@ -206,7 +206,7 @@ def run(
     root = local_path(str(trainer.local_container_root)) / job_name
     copy_entries(code or [], root / contract.CHANNEL_CODE)  # as ModelTrainer uploads it, links resolved
     # an earlier job is never shipped as a later job's code (source_dir="." with the default root, the cwd)
-    (root / JOB_FOLDER_MARKER).write_text("a sagemaker-tc local_process job folder: never shipped as source code\n")
+    mark_job_folder(root)
     shutil.copytree(driver_folder(), root / contract.CHANNEL_DRIVERS / contract.DRIVERS_SUBDIR)
     for name in (contract.CHANNEL_CODE, contract.CHANNEL_DRIVERS):
         channels[name] = (root / name).as_uri()
