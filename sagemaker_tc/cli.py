@@ -50,15 +50,22 @@ BENCH_COMMANDS = {
 }
 
 
-def read_report(path: Path) -> dict:
+def read_report(path: str | Path) -> dict:
     """Load a compiler report from ``report.json``, an ``output.tar.gz``, or a folder that holds
     either (a job's ``output/data`` folder, a ``local_process`` job's folder or its ``output/``).
 
     Raises:
-        ReportNotFoundError: nothing at ``path`` is a compiler report: it does not exist, is not a
-            regular file, is empty, is a damaged or truncated archive, holds no report (a
-            ``model.tar.gz``, a job run without the compiler), or is JSON that is not a report.
+        ReportNotFoundError: nothing at ``path`` is a compiler report: it is an ``s3://`` URI (only
+            this machine's files are read), does not exist, is not a regular file, is empty, is a
+            damaged or truncated archive, holds no report (a ``model.tar.gz``, a job run without the
+            compiler), or is JSON that is not a report.
     """
+    if str(path).startswith("s3://"):
+        raise ReportNotFoundError(
+            f"{path} is an S3 URI: the report command reads this machine's files; download the job's "
+            "output.tar.gz first (aws s3 cp <output_path>/<job name>/output/output.tar.gz .) and give its path"
+        )
+    path = Path(path)
     if path.is_dir():
         for place in _REPORT_PLACES:
             if (path / place).exists():
@@ -167,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     script_args = launch.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script (optional)")
     script_args.required = False  # argparse counts a REMAINDER positional as required when naming what is missing
     report = commands.add_parser("report", help="print a job's compiler report as JSON")
-    report.add_argument("path", type=Path)
+    report.add_argument("path", help="report.json, a job's output.tar.gz, or a folder holding either")
     for name, summary in BENCH_COMMANDS.items():
         subparser = commands.add_parser(name, help=summary)
         if name == chosen:  # only the command that runs gets its arguments from the bench package

@@ -83,7 +83,7 @@ def _describe_validation_error(error: ValidationError) -> str:
         elif len(items) == 1:
             lines.append(f"{field}: {items[0]['msg']} (got {items[0].get('input')!r})")
         else:
-            forms = "; or ".join(item["msg"] for item in items)
+            forms = "; or ".join(dict.fromkeys(item["msg"] for item in items))  # one line per distinct form
             lines.append(f"{field}: got {items[0].get('input')!r}, accepted: {forms}")
     return "; ".join(lines)
 

@@ -57,7 +57,10 @@ def test_a_channel_uri_with_a_control_character_is_refused_before_the_upload(mak
 def test_a_cloud_job_with_no_storage_volume_is_refused(make):
     with pytest.raises(EstimatorArgumentError, match=r"volume_size.*VolumeSizeInGB"):
         make(volume_size=0, **CLOUD)
-    make(volume_size=0)  # local modes only record it
+    from sagemaker_tc import JobSettingWarning
+
+    with pytest.warns(JobSettingWarning, match=r"volume_size=0 would be refused on SageMaker .*VolumeSizeInGB"):
+        make(volume_size=0)  # local modes only record it, and say SageMaker would refuse it
 
 
 def test_more_channels_than_a_sagemaker_job_takes_are_refused_before_the_upload(make):
@@ -66,6 +69,16 @@ def test_more_channels_than_a_sagemaker_job_takes_are_refused_before_the_upload(
     estimator = make(**CLOUD)
     with pytest.raises(ChannelNotFoundError, match=r"21 channels; a SageMaker training job takes at most 20"):
         estimator.fit({f"c{i}": "s3://tc-bucket/x" for i in range(21)}, wait=False)
+
+
+def test_a_local_job_with_more_channels_than_sagemaker_takes_runs_and_says_so(tmp_path):
+    from sagemaker_tc import JobSettingWarning
+    from sagemaker_tc.sdk.channels import check_channels
+
+    inputs = {f"c{i}": str(tmp_path) for i in range(21)}
+    with pytest.warns(JobSettingWarning, match=r"inputs \(a list of 21\) would be refused on SageMaker"):
+        channels = check_channels(inputs, cloud=False)
+    assert len(channels) == 21
 
 
 # --- A local compile cache apart from the job's folders -------------------------------------------

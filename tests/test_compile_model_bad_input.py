@@ -64,6 +64,15 @@ def test_what_is_not_a_module_is_refused_by_name_and_touches_no_session(case):
     assert current_session() is None  # refused before a session was opened
 
 
+def test_a_torchscript_module_is_refused_by_name_and_touches_no_session():
+    import torch
+
+    scripted = torch.jit.script(torch.nn.Linear(2, 2))
+    with pytest.raises(ModelArgumentError, match=r"compile_model got a TorchScript module \(RecursiveScriptModule"):
+        compile_model(scripted)
+    assert current_session() is None
+
+
 def test_after_each_refused_argument_a_good_model_still_compiles():
     for model, _ in bad_models().values():
         with pytest.raises(ModelArgumentError):

@@ -32,6 +32,14 @@ def test_a_policy_outside_the_set_is_refused_listing_the_accepted_values(policy)
         TrainingCompilerConfig(policy=policy)
 
 
+def test_a_union_field_names_each_accepted_form_once():
+    with pytest.raises(ConfigError) as error:
+        TrainingCompilerConfig(buckets=[32.5, 64.0])  # both items fail the same way
+    message = str(error.value)
+    assert "buckets: got 32.5, accepted: Input should be a valid integer; or Input should be 'auto'" in message
+    assert message.count("valid integer") == 1
+
+
 def test_disabled_config_is_falsy_and_does_not_compile():
     """SMTC's enabled=False config was truthy; ours is not."""
     config = TrainingCompilerConfig(enabled=False)

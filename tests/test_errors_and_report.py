@@ -41,6 +41,7 @@ def _report_cases(tmp_path):
         tmp_path / "bench.json": "is not a sagemaker-tc compiler report",
         tmp_path / "missing.json": "does not exist",
         tmp_path / "model": "no report.json or output.tar.gz in",
+        "s3://tc-bucket/jobs/j-1/output/output.tar.gz": "s3://tc-bucket/jobs/j-1/output/output.tar.gz is an S3 URI",
     }
 
 

@@ -56,6 +56,11 @@ def test_valid_arguments_build_an_estimator(make):
             EstimatorArgumentError,
             "must be {'enabled': True or False}",
         ),
+        (
+            {"distribution": {"torch_distributed": {"enabled": True}, "processes_per_host": 2}},
+            EstimatorArgumentError,
+            "distribution\\['processes_per_host'\\] belongs inside the strategy's dict",
+        ),
         ({"checkpoint_local_path": "/opt/ml/checkpoints"}, EstimatorArgumentError, "needs checkpoint_s3_uri"),
         (
             {"distribution": {"torch_distributed": {"enabled": True, "processes_per_host": 0}}},

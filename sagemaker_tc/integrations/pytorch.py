@@ -140,7 +140,7 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
 
     Raises:
         ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance (None, a name, a
-            function, the model's class).
+            function, the model's class), or is a TorchScript module.
         ConfigError: ``config`` is not a ``TrainingCompilerConfig`` (a dict, say) or does not pass its
             checks, or the job's settings in the environment are malformed.
         GlooAveragingError: ``model`` is FSDP2-sharded on gloo and this torch's gloo sums where it
@@ -169,10 +169,17 @@ def check_model(model: Any) -> None:
     """Refuse what ``compile_model`` cannot compile, before any compiler state is touched.
 
     Raises:
-        ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance.
+        ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance, or is a TorchScript
+            module (``torch.jit.script`` / ``torch.jit.trace``), which takes no forward hooks.
     """
     import torch
 
+    script_module = getattr(getattr(torch, "jit", None), "ScriptModule", None)
+    if script_module is not None and isinstance(model, script_module):
+        raise ModelArgumentError(
+            f"compile_model got a TorchScript module ({type(model).__qualname__}, from torch.jit.script or "
+            "torch.jit.trace), which the compiler cannot hook or train through: pass the torch.nn.Module itself"
+        )
     if isinstance(model, torch.nn.Module):
         return
     name = getattr(model, "__qualname__", None)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from typing import Any
 
-from sagemaker_tc.errors import EstimatorArgumentError
+from sagemaker_tc.errors import EstimatorArgumentError, JobSettingWarning
 
 # \p{Z} (space separators): whitespace but no control character (no newline, tab, ...).
 _SPACES = r"(?:(?![\x00-\x1f\x7f-\x9f])\s)"
@@ -84,3 +85,18 @@ def check_limit(argument: str, shape_name: str, value: Any) -> Any:
         shown = f"{argument} (a list of {len(value)})" if isinstance(value, (list, tuple)) else f"{argument}={value!r}"
         raise EstimatorArgumentError(f"{shown} is not accepted by CreateTrainingJob ({shape_name}): {problem}")
     return value
+
+
+def warn_limit(argument: str, shape_name: str, value: Any) -> None:
+    """For a local job: warn (:class:`~sagemaker_tc.errors.JobSettingWarning`) when CreateTrainingJob
+    would refuse ``value`` as ``shape_name``, so the same arguments on an ``ml.*`` instance type are
+    not a surprise; the local job runs as given."""
+    problem = limit_problem(shape_name, value)
+    if problem is not None:
+        shown = f"{argument} (a list of {len(value)})" if isinstance(value, (list, tuple)) else f"{argument}={value!r}"
+        warnings.warn(
+            f"{shown} would be refused on SageMaker (CreateTrainingJob's {shape_name}: {problem}); this local "
+            "job runs with it",
+            JobSettingWarning,
+            stacklevel=3,
+        )

@@ -13,7 +13,7 @@ from sagemaker.core.utils.utils import Unassigned
 
 from sagemaker_tc.contract import ENV_CHANNEL_PREFIX
 from sagemaker_tc.errors import ChannelNotFoundError
-from sagemaker_tc.sdk.api_limits import limit_maximum
+from sagemaker_tc.sdk.api_limits import limit_maximum, warn_limit
 from sagemaker_tc.sdk.inputs import channel_shape, check_data_source, is_channel_object, s3_uri_of
 from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.settings_request import model_channel
@@ -43,7 +43,8 @@ def check_channels(inputs: Any, *, cloud: bool) -> dict[str, str | Channel]:
             (1-64 of letters, digits, ``.``, ``-``, ``_``) or two names that differ only in case
             (both would be ``SM_CHANNEL_<NAME>``); a value of the wrong type or scheme; a local
             path that does not exist; an empty path; a channel field CreateTrainingJob refuses; a
-            file-system channel in a local mode; more channels than a SageMaker job takes (20).
+            file-system channel in a local mode; more channels than a SageMaker job takes (20; a local
+            job runs with them and warns, :class:`~sagemaker_tc.errors.JobSettingWarning`).
     """
     if inputs is None:
         return {}
@@ -57,6 +58,8 @@ def check_channels(inputs: Any, *, cloud: bool) -> dict[str, str | Channel]:
             f"inputs has {len(inputs)} channels; a SageMaker training job takes at most {most} (CreateTrainingJob's "
             "InputDataConfig): put several data sets under one S3 prefix and read its subfolders"
         )
+    if not cloud:
+        warn_limit("inputs", "InputDataConfig", list(inputs))  # runs locally, told it would not on SageMaker
     channels: dict[str, str | Channel] = {}
     for name, uri in inputs.items():
         _check_name(name, channels)

@@ -47,6 +47,11 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None) -> dict
     for key in distribution:
         if key in _REFUSED:
             raise EstimatorArgumentError(f"distribution={{{key!r}: ...}} is not supported: {_REFUSED[key]}")
+        if key in ("enabled", "processes_per_host"):
+            raise EstimatorArgumentError(
+                f"distribution[{key!r}] belongs inside the strategy's dict: "
+                f"{{'torch_distributed': {{'enabled': True, 'processes_per_host': 2}}}}"
+            )
         if key not in ACCEPTED:
             raise EstimatorArgumentError(f"unknown distribution {key!r}; accepted: {', '.join(ACCEPTED)}")
     if len(distribution) > 1:

@@ -25,7 +25,7 @@ from sagemaker_tc.sdk import (
     job_environment,
     value_checks,
 )
-from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem
+from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem, warn_limit
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
 from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
@@ -345,8 +345,10 @@ def _checked_limits(
             "max_run is a pipeline variable: pipelines run SageMaker training jobs (ml.* instance types)"
         )
     volume_size = arguments.check_volume_size(given["volume_size"])
-    if cloud:  # CreateTrainingJob's VolumeSizeInGB is at least 1 (local modes only record it)
+    if cloud:  # CreateTrainingJob's VolumeSizeInGB is at least 1 (local modes only record it, with a warning)
         check_limit("volume_size", "VolumeSizeInGB", volume_size)
+    else:
+        warn_limit("volume_size", "VolumeSizeInGB", volume_size)
     return {
         "output_path": output_path,
         "base_job_name": base_job_name,
