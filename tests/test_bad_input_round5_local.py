@@ -185,9 +185,15 @@ def test_a_job_does_not_outlive_the_process_that_called_fit(tmp_path):
     code.mkdir()
     (code / "train.py").write_text(SPAWNING_SCRIPT)
     out = tmp_path / "out"
+    staging = tmp_path / "tmp"  # the killed caller cannot remove its staged code: keep it in tmp_path
+    staging.mkdir()
     caller = subprocess.Popen(
         [sys.executable, "-c", CALLER, str(code), str(out)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "TMPDIR": str(staging),
+        },
     )
     pids: list[int] = []
     try:
