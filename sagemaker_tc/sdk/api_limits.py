@@ -81,8 +81,7 @@ def check_limit(argument: str, shape_name: str, value: Any) -> Any:
     """
     problem = limit_problem(shape_name, value)
     if problem is not None:
-        # a list is named by its length (the problem is how many entries), not echoed entry by entry
-        shown = f"{argument} (a list of {len(value)})" if isinstance(value, (list, tuple)) else f"{argument}={value!r}"
+        shown = _shown(argument, value)
         raise EstimatorArgumentError(f"{shown} is not accepted by CreateTrainingJob ({shape_name}): {problem}")
     return value
 
@@ -93,10 +92,15 @@ def warn_limit(argument: str, shape_name: str, value: Any) -> None:
     not a surprise; the local job runs as given."""
     problem = limit_problem(shape_name, value)
     if problem is not None:
-        shown = f"{argument} (a list of {len(value)})" if isinstance(value, (list, tuple)) else f"{argument}={value!r}"
         warnings.warn(
-            f"{shown} would be refused on SageMaker (CreateTrainingJob's {shape_name}: {problem}); this local "
-            "job runs with it",
+            f"{_shown(argument, value)} would be refused on SageMaker (CreateTrainingJob's {shape_name}: "
+            f"{problem}); this local job runs with it",
             JobSettingWarning,
             stacklevel=3,
         )
+
+
+def _shown(argument: str, value: Any) -> str:
+    """How a message names ``argument``: a list by its length (the problem is how many entries), not
+    echoed entry by entry; any other value as given."""
+    return f"{argument} (a list of {len(value)})" if isinstance(value, (list, tuple)) else f"{argument}={value!r}"

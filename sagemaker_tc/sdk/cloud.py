@@ -115,7 +115,9 @@ def bucket_of(s3_uri: str) -> str:
     return s3_uri.removeprefix("s3://").split("/", 1)[0]
 
 
-def upload_source(session, archive: Path, *, bucket: str, key_prefix: str, kms_key: str | None = None) -> str:
+def upload_source(
+    sagemaker_session: SageMakerSession, archive: Path, *, bucket: str, key_prefix: str, kms_key: str | None = None
+) -> str:
     """Upload ``sourcedir.tar.gz`` to ``s3://<bucket>/<key_prefix>/``; returns its URI.
 
     Jobs use ``<job name>/source`` (SDK v2's layout); pipeline definitions use a prefix named by the
@@ -123,7 +125,7 @@ def upload_source(session, archive: Path, *, bucket: str, key_prefix: str, kms_k
     object is encrypted with SSE-KMS (``kms_key``, else the AWS managed key), as SDK v2 uploaded it.
     """
     extra_args = {"ServerSideEncryption": "aws:kms", **({"SSEKMSKeyId": kms_key} if kms_key else {})}
-    return session.upload_data(str(archive), bucket=bucket, key_prefix=key_prefix, extra_args=extra_args)
+    return sagemaker_session.upload_data(str(archive), bucket=bucket, key_prefix=key_prefix, extra_args=extra_args)
 
 
 @dataclass
@@ -285,7 +287,7 @@ def attach(training_job_name: str, sagemaker_session: SageMakerSession | None = 
     return job
 
 
-def create_job(request: TrainingJobRequest, session) -> CloudJob:
+def create_job(request: TrainingJobRequest, sagemaker_session: SageMakerSession) -> CloudJob:
     """``CreateTrainingJob`` through sagemaker-core's ``TrainingJob.create``.
 
     Raises:
@@ -309,9 +311,9 @@ def create_job(request: TrainingJobRequest, session) -> CloudJob:
         output_data_config=request.output_data_config,
         resource_config=request.resource_config,
         stopping_condition=request.stopping_condition,
-        session=session.boto_session,
-        region=session.boto_region_name,
+        session=sagemaker_session.boto_session,
+        region=sagemaker_session.boto_region_name,
         **optional,  # CheckpointConfig, VpcConfig, Tags, ... as set
     )
     logger.info("Created training job %s", request.training_job_name)
-    return CloudJob(job_name=request.training_job_name, session=session)
+    return CloudJob(job_name=request.training_job_name, session=sagemaker_session)

@@ -34,10 +34,10 @@ def _setting_paths() -> dict[str, str]:
     }
 
 
-def load(session: Any) -> dict[str, Any]:
-    """The configuration: the given session's ``sagemaker_config``, else what sagemaker-core's
+def load(sagemaker_session: Any) -> dict[str, Any]:
+    """The configuration: the given SageMaker session's ``sagemaker_config``, else what sagemaker-core's
     ``load_sagemaker_config()`` reads from the default files and the override variables."""
-    config = getattr(session, "sagemaker_config", None)
+    config = getattr(sagemaker_session, "sagemaker_config", None)
     if config is not None:
         return config
     from sagemaker.core.config.config import load_sagemaker_config

@@ -249,9 +249,15 @@ class _FrameworkEstimator(SdkV2Surfaces):
         spec = dataclasses.replace(self.spec, versions=self._versions())  # as the attributes now hold them
         if self.is_cloud and self.output_path == self._filled_output_path:
             spec = dataclasses.replace(spec, output_path=None)  # the path an earlier fit() filled in: none given
-        session = self.sagemaker_session if self.is_cloud else None
+        sagemaker_session = self.sagemaker_session if self.is_cloud else None
         run = modes.run(
-            spec, inputs, job_name=job_name, wait=wait, logs=logs, session=session, experiment_config=experiment
+            spec,
+            inputs,
+            job_name=job_name,
+            wait=wait,
+            logs=logs,
+            sagemaker_session=sagemaker_session,
+            experiment_config=experiment,
         )
         self._current_job_name = run.job_name
         if self.is_cloud and spec.output_path is None:  # SDK v2 filled output_path with the default bucket's path

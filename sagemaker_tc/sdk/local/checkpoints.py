@@ -129,11 +129,8 @@ def _link_on_the_way(target: Path, relative: Path) -> Path | None:
 def _copy_one(path: Path, destination: Path) -> None:
     """Copy ``path`` to ``destination`` unless it holds the same size and time already, through a
     partial file renamed when whole (removed when the copy fails)."""
-    stat = path.stat()
-    if destination.is_file() and not destination.is_symlink():
-        known = destination.stat()
-        if (known.st_size, known.st_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
-            return
+    if destination.is_file() and not destination.is_symlink() and _state(destination) == _state(path):
+        return
     destination.parent.mkdir(parents=True, exist_ok=True)
     partial = destination.with_name(f".{destination.name}.sagemaker-tc-partial")
     partial.unlink(missing_ok=True)  # a link of that name is removed, never written through

@@ -121,8 +121,9 @@ def _tar_folder(folder: Path, archive: Path) -> None:
     archive and a warning that says so (what stands there now is left where it is)."""
     partial = archive.with_name(f".{archive.name}.sagemaker-tc-partial")
     partial.unlink(missing_ok=True)
-    children = sorted(folder.iterdir()) if folder.is_dir() else []
-    if not folder.is_dir():
+    is_folder = folder.is_dir()
+    children = sorted(folder.iterdir()) if is_folder else []
+    if not is_folder:
         found = "a file or link" if folder.exists() or folder.is_symlink() else "nothing"
         logger.warning(
             "%s is empty: the job's script removed its folder %s (%s stands there now); write the files into "

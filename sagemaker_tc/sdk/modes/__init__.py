@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sagemaker_tc.sdk.channels import estimator_channels
+from sagemaker_tc.sdk.cloud import SageMakerSession
 from sagemaker_tc.sdk.instances import InstanceKind
 from sagemaker_tc.sdk.modes import docker, pipeline, process, training_job
 from sagemaker_tc.sdk.modes.request import request_for
@@ -51,7 +52,7 @@ def run(
     job_name: str | None,
     wait: bool,
     logs: bool,
-    session: Any = None,
+    sagemaker_session: SageMakerSession | None = None,
     experiment_config: Any = None,
 ) -> Run:
     """Run ``spec`` once: locally (this host or Docker), as a SageMaker job, or, under a
@@ -59,7 +60,7 @@ def run(
     local job run in the foreground (``wait``); the caller waits for a SageMaker job.
 
     Args:
-        session: the estimator's ``sagemaker_session`` (cloud jobs; None: a default one).
+        sagemaker_session: the estimator's ``sagemaker_session`` (cloud jobs; None: a default one).
         experiment_config: sagemaker-core's ``ExperimentConfig`` (cloud jobs and steps).
 
     Raises:
@@ -70,7 +71,7 @@ def run(
         job = start(spec, inputs, job_name=job_name, wait=wait, logs=logs)
         return Run(job=job, job_name=job.job_name)
     channels = estimator_channels(spec, inputs, cloud=True)
-    job = training_job.CloudArguments.of(spec, session)
+    job = training_job.CloudArguments.of(spec, sagemaker_session)
     target = training_job.prepare(channels, job, job_name=job_name)
     request = request_for(
         spec,

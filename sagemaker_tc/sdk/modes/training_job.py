@@ -175,7 +175,9 @@ def _refuse_pipeline_variables(job: CloudArguments, channels: dict[str, Any]) ->
         )
 
 
-def _where_things_go(job: CloudArguments, session) -> tuple[str, Any, str, str | None]:
+def _where_things_go(
+    job: CloudArguments, sagemaker_session: cloud.SageMakerSession
+) -> tuple[str, Any, str, str | None]:
     """``(code bucket, output path, code key prefix, code KMS key)``, as SDK v2 chose them.
 
     The output goes to ``output_path``, else the session's default bucket (which asks STS for the
@@ -185,13 +187,13 @@ def _where_things_go(job: CloudArguments, session) -> tuple[str, Any, str, str |
     """
     output_path, code_prefix = job.output_path, ""
     kms_key = job.settings.get("output_kms_key")
-    default_prefix = (getattr(session, "default_bucket_prefix", None) or "").strip("/")
+    default_prefix = (getattr(sagemaker_session, "default_bucket_prefix", None) or "").strip("/")
     if is_pipeline_variable(output_path):
-        bucket, code_prefix, kms_key = session.default_bucket(), default_prefix, None
+        bucket, code_prefix, kms_key = sagemaker_session.default_bucket(), default_prefix, None
     elif output_path:
         bucket = cloud.bucket_of(output_path)
     else:
-        bucket, code_prefix = session.default_bucket(), default_prefix
+        bucket, code_prefix = sagemaker_session.default_bucket(), default_prefix
         output_path = f"s3://{bucket}/{code_prefix}/" if code_prefix else f"s3://{bucket}/"
     if job.code_location:  # SDK v2: <code_location>/<job name>/source/sourcedir.tar.gz
         output_bucket = bucket

@@ -205,7 +205,8 @@ def run(
     job_name = make_job_name(trainer.base_job_name or "local-process")
     root = local_path(str(trainer.local_container_root)) / job_name
     copy_entries(code or [], root / contract.CHANNEL_CODE)  # as ModelTrainer uploads it, links resolved
-    # an earlier job is never shipped as a later job's code (source_dir="." with the default root, the cwd)
+    # an earlier job is never shipped as a later job's code (source_dir="." with the default root, the cwd);
+    # marked now, not only by run_job's prepare_job, so a job refused there still leaves a marked folder
     mark_job_folder(root)
     shutil.copytree(driver_folder(), root / contract.CHANNEL_DRIVERS / contract.DRIVERS_SUBDIR)
     for name in (contract.CHANNEL_CODE, contract.CHANNEL_DRIVERS):
