@@ -59,6 +59,7 @@ LANE_TESTS = (
     "tests/test_fsdp2.py",
     "tests/test_captured_step.py",
     "tests/test_captured_trainer.py",
+    "tests/test_compile_model_bad_input.py::test_a_torchscript_module_is_refused_by_name_and_touches_no_session",
 )
 """The job-side test files every lane runs (module docstring)."""
 LANE_DESELECT = (
