@@ -57,6 +57,18 @@ def uncompiled_call(module: Any) -> Callable[..., Any]:
     return module._call_impl
 
 
+def compiled_wrapper_target(model: Any) -> Any | None:
+    """The module inside ``model`` when ``model`` is what ``torch.compile(module)`` returns
+    (``torch._dynamo.eval_frame.OptimizedModule``, the module in its ``_orig_mod``; torch 2.0 to
+    2.13), else None. Missing class: None (such a model is then taken as a plain module)."""
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except ImportError:
+        logger.debug("torch._dynamo.eval_frame.OptimizedModule is missing: compiled wrappers are not recognised")
+        return None
+    return model._orig_mod if isinstance(model, OptimizedModule) else None
+
+
 # -- torch: AOTAutograd ----------------------------------------------------------------------------------
 def compile_backward_with_forward() -> Callable[[], None]:
     """From now on, compile each graph's backward together with its forward.

@@ -60,6 +60,8 @@ LANE_TESTS = (
     "tests/test_captured_step.py",
     "tests/test_captured_trainer.py",
     "tests/test_compile_model_bad_input.py::test_a_torchscript_module_is_refused_by_name_and_touches_no_session",
+    "tests/test_compile_model_bad_input.py::test_a_model_torch_compile_already_wrapped_is_refused_and_its_module_then_compiles",
+    "tests/test_script_compiles_itself.py",
 )
 """The job-side test files every lane runs (module docstring)."""
 LANE_DESELECT = (

@@ -73,6 +73,18 @@ def test_a_torchscript_module_is_refused_by_name_and_touches_no_session():
     assert current_session() is None
 
 
+def test_a_model_torch_compile_already_wrapped_is_refused_and_its_module_then_compiles():
+    """The wrapper's own compiled call would run outside the fallback, the eager baseline included."""
+    import torch
+
+    module = small_model()
+    refused = r"torch\.compile already wrapped: pass the module itself \(model\._orig_mod"
+    with pytest.raises(ModelArgumentError, match=refused):
+        compile_model(torch.compile(module))
+    assert current_session() is None
+    assert_compiles(compile_model(module, COMPILE_NOW))
+
+
 def test_after_each_refused_argument_a_good_model_still_compiles():
     for model, _ in bad_models().values():
         with pytest.raises(ModelArgumentError):

@@ -26,6 +26,8 @@ def _compiled_module_slot():
     _internals.set_compiled_call(module, None)
     assert _internals.compiled_call(module) is None
     assert _internals.uncompiled_call(module)(torch.ones(1, 2)).shape == (1, 2)
+    assert _internals.compiled_wrapper_target(module) is None
+    assert _internals.compiled_wrapper_target(torch.compile(module)) is module
 
 
 def _force_non_lazy_backward_lowering():
@@ -332,7 +334,7 @@ def _trainer_step_internals():
 
 
 CHECKS = {
-    "torch.nn.Module._compiled_call_impl / _call_impl": _compiled_module_slot,
+    "torch.nn.Module._compiled_call_impl / _call_impl / OptimizedModule._orig_mod": _compiled_module_slot,
     "torch._functorch.config.force_non_lazy_backward_lowering": _force_non_lazy_backward_lowering,
     "torch._dynamo.utils.counters / get_compilation_metrics / torch._dynamo.callback.callback_handler": (
         _counters_records_and_callbacks

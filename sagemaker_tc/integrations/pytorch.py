@@ -8,6 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tc import _internals
 from sagemaker_tc.compiler.session import current_session, session_for
 from sagemaker_tc.config import TrainingCompilerConfig, checked_config
 from sagemaker_tc.errors import CheckpointArgumentError, ModelArgumentError
@@ -140,7 +141,8 @@ def compile_model(model: torch.nn.Module, config: TrainingCompilerConfig | None 
 
     Raises:
         ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance (None, a name, a
-            function, the model's class), or is a TorchScript module.
+            function, the model's class), is a TorchScript module, or is ``torch.compile(module)``'s
+            wrapper (pass the module itself).
         ConfigError: ``config`` is not a ``TrainingCompilerConfig`` (a dict, say) or does not pass its
             checks, or the job's settings in the environment are malformed.
         GlooAveragingError: ``model`` is FSDP2-sharded on gloo and this torch's gloo sums where it
@@ -169,8 +171,9 @@ def check_model(model: Any) -> None:
     """Refuse what ``compile_model`` cannot compile, before any compiler state is touched.
 
     Raises:
-        ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance, or is a TorchScript
-            module (``torch.jit.script`` / ``torch.jit.trace``), which takes no forward hooks.
+        ModelArgumentError: ``model`` is not a ``torch.nn.Module`` instance, is a TorchScript
+            module (``torch.jit.script`` / ``torch.jit.trace``), which takes no forward hooks, or is
+            the wrapper ``torch.compile(module)`` returns (its compiled call would bypass the fallback).
     """
     import torch
 
@@ -179,6 +182,12 @@ def check_model(model: Any) -> None:
         raise ModelArgumentError(
             f"compile_model got a TorchScript module ({type(model).__qualname__}, from torch.jit.script or "
             "torch.jit.trace), which the compiler cannot hook or train through: pass the torch.nn.Module itself"
+        )
+    if _internals.compiled_wrapper_target(model) is not None:
+        raise ModelArgumentError(
+            "compile_model got a model that torch.compile already wrapped: pass the module itself "
+            "(model._orig_mod, or the model before torch.compile); compile_model compiles it behind its "
+            "fallback, and the compiled wrapper would run outside it, the eager baseline steps included"
         )
     if isinstance(model, torch.nn.Module):
         return

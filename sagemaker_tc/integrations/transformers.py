@@ -15,8 +15,9 @@ model, optimizer and training dataloader) it:
 With the config's ``batch_size`` set, ``on_init_end`` (before ``train()`` builds the dataloader)
 finds or sets the per-device batch and rescales the learning rate (:mod:`sagemaker_tc.tuning.trainer`).
 
-A script that sets ``TrainingArguments(torch_compile=True)`` compiles itself (accelerate wraps the
-whole model); the callback then leaves compilation alone and only measures.
+A script that sets ``TrainingArguments(torch_compile=True)``, or hands the ``Trainer`` a model it
+wrapped with ``torch.compile``, compiles itself; the callback then leaves compilation alone and only
+measures.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import logging
 import math
 from typing import Any
 
-from sagemaker_tc import _hf_internals
+from sagemaker_tc import _hf_internals, _internals
 from sagemaker_tc.compiler import backward
 from sagemaker_tc.compiler.model_setup import restore_kv_cache
 from sagemaker_tc.compiler.parts import TrainerParts
@@ -49,8 +50,11 @@ def prepare_training(
     the model's call)."""
     if optimizer is not None:
         parts.runtime.track_optimizer(optimizer)
-    if parts.config.compiles and torch_compile:
-        logger.info("TrainingArguments(torch_compile=True): the script compiles itself; sagemaker-tc only measures")
+    compiled_by = "TrainingArguments(torch_compile=True)" if torch_compile else None
+    if compiled_by is None and _internals.compiled_wrapper_target(model) is not None:
+        compiled_by = "a model torch.compile wrapped"
+    if parts.config.compiles and compiled_by is not None:
+        logger.info("%s: the script compiles itself; sagemaker-tc only measures", compiled_by)
         return
     from sagemaker_tc.compiler.sharding import note_trainer_fsdp  # FSDP2 (issue 26)
 
