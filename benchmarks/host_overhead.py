@@ -11,8 +11,11 @@ and ``torch.compile(mode="reduce-overhead")`` as ``torch_compile_mode="reduce-ov
 CPU that mode records no CUDA graph, so the row measures its other settings only), in one process
 each, every step shaped as a Trainer step (the bench's ``sagemaker_tc_bench.worker.trainer_step``:
 clip at 1.0, a linear LambdaLR, ``zero_grad(set_to_none=True)``, the loss read every 50 steps).
-One more row, the floor, runs the peer's compiled forward and backward alone (then ``zero_grad``; no
-clip, optimizer or scheduler): no plan that compiles the same graphs as the peer can take less, so
+Two rows measure host work the peer could shed without CUDA graphs: Inductor's C++ wrapper
+(``cpp_wrapper``, the compiled graph called from C++ instead of generated Python) and dynamo's guards
+skipped in the steady steps (``set_stance(skip_guard_eval_unsafe=True)``). One more row, the floor,
+runs the peer's compiled forward and backward alone (then ``zero_grad``; no clip, optimizer or
+scheduler): no plan that compiles the same graphs as the peer can take less, so
 its ``vs_peer`` is the best ratio reachable by removing host work around the graphs on this CPU.
 Per variant:
 
@@ -52,10 +55,14 @@ from sagemaker_tc_bench.hardware import write_result
 PEER = "torch.compile"
 PEER_REDUCE_OVERHEAD = "torch.compile reduce-overhead"
 FLOOR = "torch.compile forward+backward only"
-VARIANTS = ("eager", "regional", "model", "step", PEER, PEER_REDUCE_OVERHEAD, FLOOR)
+PEER_CPP_WRAPPER = "torch.compile cpp_wrapper"
+PEER_SKIP_GUARDS = "torch.compile skip guards"
+VARIANTS = ("eager", "regional", "model", "step", PEER, PEER_REDUCE_OVERHEAD, FLOOR, PEER_CPP_WRAPPER, PEER_SKIP_GUARDS)
 LABELS = {
     PEER_REDUCE_OVERHEAD: 'torch.compile(model, mode="reduce-overhead"): no CUDA graphs on a CPU',
     FLOOR: "the peer's graphs alone (forward, backward, zero_grad; no clip, optimizer or scheduler): a floor",
+    PEER_CPP_WRAPPER: 'torch.compile(model, options={"cpp_wrapper": True}): Inductor\'s C++ wrapper, not Python',
+    PEER_SKIP_GUARDS: "the peer, timed under torch.compiler.set_stance(skip_guard_eval_unsafe=True) after warm-up",
 }
 ROUNDS = 3
 SYNCING = {"item", "cpu", "tolist", "numpy", "__bool__", "__int__", "__float__", "nonzero"}
@@ -93,8 +100,10 @@ def run_variant(variant: str) -> dict:
     model, batch = build()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     scheduler = linear_schedule(optimizer, 10_000)
-    if variant in (PEER, FLOOR):
+    if variant in (PEER, FLOOR, PEER_SKIP_GUARDS):
         model = torch.compile(model)
+    elif variant == PEER_CPP_WRAPPER:
+        model = torch.compile(model, options={"cpp_wrapper": True})
     elif variant == PEER_REDUCE_OVERHEAD:
         model = torch.compile(model, mode="reduce-overhead")
     elif variant != "eager":
@@ -112,13 +121,14 @@ def run_variant(variant: str) -> dict:
 
     for _ in range(10):
         step()
-    times = []
-    for _ in range(30):
-        started = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - started)
-    ops, graphs = _profile(step)
-    syncs = _syncs(step)
+    with measured_stance(variant):
+        times = []
+        for _ in range(30):
+            started = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - started)
+        ops, graphs = _profile(step)
+        syncs = _syncs(step)
     return {
         "variant": variant,
         "step_ms": statistics.median(times) * 1000,
@@ -126,6 +136,20 @@ def run_variant(variant: str) -> dict:
         "compiled_graph_calls_per_step": graphs,
         "host_syncs_per_step": syncs,
     }
+
+
+def measured_stance(variant: str):
+    """What the measured steps run under: dynamo's guards skipped where they do not tell two compiled
+    entries apart (``skip_guard_eval_unsafe``, entered after the warm-up compiled everything) for the
+    skip-guards row; nothing for the others. Unsafe in general: a change a skipped guard would have
+    caught (``eval()``, a frozen parameter) runs the old graph."""
+    import contextlib
+
+    import torch
+
+    if variant != PEER_SKIP_GUARDS:
+        return contextlib.nullcontext()
+    return torch.compiler.set_stance(skip_guard_eval_unsafe=True)
 
 
 def forward_backward(model, optimizer, batch: dict, autocast) -> None:

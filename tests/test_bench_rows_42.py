@@ -288,6 +288,27 @@ def test_host_overhead_floor_runs_forward_and_backward_but_never_updates_the_wei
     assert module.FLOOR in module.VARIANTS and "a floor" in module.LABELS[module.FLOOR]
 
 
+def test_host_overhead_skips_guards_only_in_its_own_row_and_only_while_measuring():
+    module = _host_overhead()
+    calls = []
+
+    def count(x):
+        calls.append(x.shape)
+        return x * 2
+
+    compiled = torch.compile(count, backend="eager", dynamic=False)
+    compiled(torch.ones(2))  # the warm-up compiles the one entry
+    with module.measured_stance(module.PEER_SKIP_GUARDS):
+        compiled(torch.ones(2))
+        with pytest.raises(RuntimeError, match="skip_guard_eval_unsafe"):  # the stance allows no recompile
+            compiled(torch.ones(3))
+    with module.measured_stance(module.PEER):
+        compiled(torch.ones(4))  # the default stance: a new shape recompiles
+    assert calls == [(2,), (4,)]  # traced at the warm-up and at the recompile, never under the stance
+    assert {module.PEER_CPP_WRAPPER, module.PEER_SKIP_GUARDS} <= set(module.VARIANTS)
+    assert "cpp_wrapper" in module.LABELS[module.PEER_CPP_WRAPPER]
+
+
 def test_an_inherited_graph_method_is_counted_and_removed_again():
     class Child(_FakeGraph):
         pass
