@@ -33,7 +33,7 @@ from sagemaker_tc.sdk.local.checkpoints import checkpoint_sync
 from sagemaker_tc.sdk.local.hosts import HostCommand, LastException, first_failure, free_port, run_hosts
 from sagemaker_tc.sdk.local.stop import REQUESTED, StopRequest, stop_grace_s
 from sagemaker_tc.sdk.request import TrainingJobRequest
-from sagemaker_tc.sdk.source_tree import mark_job_folder
+from sagemaker_tc.sdk.source_tree import JOB_FOLDER_MARKER, mark_job_folder
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +279,7 @@ def prepare_job(
 ) -> PreparedJob:
     """Check ``request`` and lay out its job folders; nothing starts (raises as :func:`run_job`)."""
     output_root = local_path(request.output_data_config.s3_output_path) / request.training_job_name
+    _check_apart_from_channels(request, output_root)
     job_dirs = _host_dirs(request, output_root)
     environment = _job_environment(request)
     grace_s = stop_grace_s(environment)
@@ -293,19 +294,49 @@ def prepare_job(
     return PreparedJob(request, output_root, job_dirs, commands, environment, grace_s, checkpoints)
 
 
+def _check_apart_from_channels(request: TrainingJobRequest, output_root: Path) -> None:
+    """The job folder must not lie in a channel's folder: the job's links, model and archives would
+    become data that this and every later job reads (a channel inside the job folder is the front
+    end's own staged code).
+
+    Raises:
+        EstimatorArgumentError: ``output_root`` is or lies inside a channel's folder.
+    """
+    for channel in request.input_data_config or ():
+        data = local_path(channel.data_source.s3_data_source.s3_uri)
+        overlap = relation(output_root.resolve(), data.resolve())
+        if overlap in ("is", "lies inside"):
+            raise EstimatorArgumentError(
+                f"output_path {request.output_data_config.s3_output_path!r}: the job folder {str(output_root)!r} "
+                f"{overlap} the {channel.channel_name!r} channel's folder {str(data)!r}, so the job's model and "
+                "archives would be written into your data; give output_path a folder outside every channel"
+            )
+
+
+# What a job's own front end may stage in its job folder before prepare_job (ModelTrainer's code and drivers).
+_STAGED = frozenset({JOB_FOLDER_MARKER, contract.CHANNEL_CODE, contract.CHANNEL_DRIVERS})
+
+
 def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path]:
     """Each host's ``/opt_ml`` folder (``<root>/opt_ml`` for one host, ``<root>/<host>/opt_ml`` for several).
 
     Raises:
-        EstimatorArgumentError: a job of this name already ran into ``output_root``.
+        EstimatorArgumentError: ``output_root`` exists and holds more than the job's front end staged
+            there (an earlier job of this name, whatever its host count; a folder of the user's), or is
+            a file or a link.
     """
     hosts = hosts_for(request)
     if len(hosts) == 1:
         job_dirs = {hosts[0]: output_root / "opt_ml"}
     else:
         job_dirs = {host: output_root / host / "opt_ml" for host in hosts}
-    if output_root.exists() and any(job_dir.exists() for job_dir in job_dirs.values()):
-        raise EstimatorArgumentError(f"job folder {output_root} already exists: job names must be unique")
+    held = sorted(entry.name for entry in output_root.iterdir()) if output_root.is_dir() else []
+    if output_root.is_symlink() or output_root.exists() and not output_root.is_dir() or set(held) - _STAGED:
+        shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+        raise EstimatorArgumentError(
+            f"job folder {output_root} already exists{f' and holds {shown}' if held else ''}: job names must be "
+            "unique, and a job never writes into a folder it did not make (an earlier job's, or one of yours)"
+        )
     return job_dirs
 
 
