@@ -1,5 +1,6 @@
 """Local files and folders: checks of folders a command or a job will write to, run before any work
-starts, and the one atomic file write (:func:`write_atomic`).
+starts, the one atomic file write (:func:`write_atomic`), and the marker of the folders sagemaker-tc
+writes (:func:`mark_own_folder`).
 
 Used by the estimators and ``ModelTrainer`` (a local ``output_path``) and by ``sagemaker-tc bench
 --out``: a folder that cannot be written should fail with its reason before a job or a benchmark
@@ -13,6 +14,25 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import BinaryIO
+
+OWN_FOLDER_MARKER = ".sagemaker-tc-job"
+"""The file sagemaker-tc writes into each local folder it fills: a local job folder (``local_process``
+or Docker local mode, from either front end), a local checkpoint location, a local compile cache. A
+folder holding it is never shipped as a job's source code, nor are the links in it checked
+(:mod:`sagemaker_tc.sdk.source_tree`); the checkpoint sync never copies it into a job."""
+
+
+def mark_own_folder(folder: Path, what: str) -> None:
+    """Make ``folder`` (and its parents) if missing and write :data:`OWN_FOLDER_MARKER` into it,
+    saying ``what`` the folder is (kept when the marker is there already).
+
+    Raises:
+        OSError: the folder or the marker cannot be written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / OWN_FOLDER_MARKER
+    if not marker.is_file():
+        marker.write_text(f"{what}, written by sagemaker-tc: never shipped as a job's source code\n")
 
 
 def unwritable_reason(folder: str | os.PathLike) -> str | None:

@@ -251,3 +251,35 @@ def test_an_earlier_local_jobs_folder_is_never_packed_nor_its_channel_links_refu
 
     later = estimator("runs-b")  # constructing it lists the folder: no SourceLinkError for the old links
     assert names(build_source_archive(later.source, tmp_path / "out", inject_launcher=False)) == ["runs-a", "train.py"]
+
+
+def test_an_earlier_jobs_checkpoint_location_and_compile_cache_are_never_packed(tmp_path, monkeypatch):
+    """A job's local checkpoint location and a local compile cache hold the marker once written, so a
+    later estimator that names neither never ships them (checkpoints can be gigabytes); the marker is
+    never copied into a job's checkpoint folder."""
+    from sagemaker_tc import PyTorch
+    from sagemaker_tc.compiler.cache_store import CacheStore
+
+    project, data = tmp_path / "project", tmp_path / "data"
+    project.mkdir()
+    data.mkdir()
+    (project / "train.py").write_text(
+        "import os, pathlib\n"
+        "folder = pathlib.Path('/opt/ml/checkpoints')\n"
+        "(pathlib.Path(os.environ['SM_MODEL_DIR']) / 'seen.txt').write_text(' '.join(sorted(os.listdir(folder))))\n"
+        "(folder / 'checkpoint-1').mkdir(exist_ok=True)\n"
+        "(folder / 'checkpoint-1' / 'w.bin').write_bytes(b'weights')\n"
+    )
+    monkeypatch.chdir(project)
+    versions = {"framework_version": "2.8", "py_version": "py312", "instance_type": "local_process"}
+    versions["output_path"] = str(tmp_path / "out")
+    for _ in range(2):  # the second job copies the first's checkpoint in: never the marker
+        job = PyTorch("train.py", source_dir=".", checkpoint_s3_uri="ckpts", **versions)
+        job.fit({"train": str(data)}, logs=False)
+    with tarfile.open(job.model_data.removeprefix("file://")) as archive:
+        assert archive.extractfile("seen.txt").read() == b"checkpoint-1"
+    assert (project / "ckpts" / "checkpoint-1" / "w.bin").read_bytes() == b"weights"
+    CacheStore(str(project / "compile-cache")).write("key/meta.json", b"{}")  # what a job's cache save writes
+
+    later = PyTorch("train.py", source_dir=".", **versions)
+    assert names(build_source_archive(later.source, tmp_path / "archive", inject_launcher=False)) == ["train.py"]

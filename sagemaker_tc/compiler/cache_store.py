@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sagemaker_tc.errors import CacheLocationError
-from sagemaker_tc.paths import write_atomic
+from sagemaker_tc.paths import mark_own_folder, write_atomic
 
 PART_BYTES = 8 << 20
 """S3 transfers above this many bytes go in parts of this size (boto3's default; S3's smallest part
@@ -108,6 +108,7 @@ class CacheStore:
         path = self._local(name)
         if path is None:
             raise CacheLocationError(f"{name} is not a file of the cache folder {self.root} (a link leads elsewhere)")
+        mark_own_folder(self.root, "a local compile cache")  # never shipped as a later job's code
         write_atomic(path, source)
 
     def delete(self, name: str) -> None:

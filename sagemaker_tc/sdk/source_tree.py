@@ -11,8 +11,9 @@ link that points nowhere, or a folder link that leads back to a folder containin
 is refused with the link's name: packing could not finish or would ship nothing.
 
 The folders sagemaker-tc itself writes (the local output folder, a local compile cache or checkpoint
-location) are never shipped, wherever they lie: with ``source_dir="."`` and the default
-``output_path`` each job would otherwise ship every earlier job's outputs.
+location: this job's, and every earlier job's, which hold :data:`JOB_FOLDER_MARKER`) are never
+shipped, wherever they lie: with ``source_dir="."`` and the default ``output_path`` each job would
+otherwise ship every earlier job's outputs, checkpoints and compiled code.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_tc.errors import SourceLinkError
+from sagemaker_tc.paths import OWN_FOLDER_MARKER, mark_own_folder
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +58,11 @@ def skipped(arcname: str) -> bool:
     return any(part in SKIPPED_NAMES for part in arcname.split("/")) or arcname.endswith(SKIPPED_SUFFIXES)
 
 
-JOB_FOLDER_MARKER = ".sagemaker-tc-job"
-"""The file a local job (``local_process`` or Docker local mode, from either front end) writes into
-each job folder it makes: a folder holding it is an earlier job's (its code, hyperparameters, channel
-links, model and output) and is never shipped as source code, nor are the links in it checked."""
+JOB_FOLDER_MARKER = OWN_FOLDER_MARKER
+"""The file in each folder sagemaker-tc writes (:data:`sagemaker_tc.paths.OWN_FOLDER_MARKER`): a local
+job folder holds an earlier job (its code, hyperparameters, channel links, model and output), a local
+checkpoint location or compile cache earlier jobs' files; none is ever shipped as source code, nor
+are the links in it checked."""
 
 
 def mark_job_folder(folder: Path) -> None:
@@ -68,8 +71,7 @@ def mark_job_folder(folder: Path) -> None:
     Raises:
         OSError: the folder or the marker cannot be written.
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / JOB_FOLDER_MARKER).write_text("a sagemaker-tc local job folder: never shipped as source code\n")
+    mark_own_folder(folder, "a sagemaker-tc local job folder")
 
 
 def marked_job_folders(folder: Path) -> list[str]:

@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 
 from sagemaker_tc.errors import CheckpointSyncError
-from sagemaker_tc.paths import space_note
+from sagemaker_tc.paths import OWN_FOLDER_MARKER, mark_own_folder, space_note
 from sagemaker_tc.sdk.job_paths import host_folder
 from sagemaker_tc.sdk.request import TrainingJobRequest
 
@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 # Seconds between copies out while the job runs (SageMaker uploads continuously; a file written
 # between two copies reaches the location at the next one, or at the end).
 SYNC_INTERVAL_S = 10.0
+
+_MARKER = Path(OWN_FOLDER_MARKER)  # at the location's top: a local job's code never ships the location
 
 # A file's size in bytes and modification time in nanoseconds, as the sync compares them.
 FileState = tuple[int, int]
@@ -60,6 +62,8 @@ def copy_new(source: Path, target: Path, synced: dict[Path, FileState] | None = 
         if not path.is_file() or path.is_symlink():
             continue
         relative = path.relative_to(source)
+        if relative == _MARKER:
+            continue  # the location's own marker: not a checkpoint file
         state = _state(path)
         if state is None or (synced is not None and synced.get(relative) == state):
             continue  # removed meanwhile, or unchanged here since it was last synced
@@ -176,7 +180,7 @@ class CheckpointSync:
                 logger.warning("%s (tried again at the next copy and when the job ends)", error)
 
     def __enter__(self) -> CheckpointSync:
-        self.location.mkdir(parents=True, exist_ok=True)
+        mark_own_folder(self.location, "a local checkpoint location")  # never shipped as a later job's code
         for folder in self.folders:
             folder.mkdir(parents=True, exist_ok=True)
             copy_new(self.location, folder)
