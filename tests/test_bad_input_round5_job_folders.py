@@ -1,7 +1,7 @@
 """A local job writes only into a job folder it made (issue 43, fifth round): an earlier job's folder
 of the same name (whatever its host count), a folder of the user's that the job name happens to
-name, and a channel's folder are refused before anything is written. Real ``local_process`` jobs of
-a tiny script, the compiler off."""
+name (a channel's folder among them) are refused before anything is written; a job folder inside a
+channel's folder runs, with a warning. Real ``local_process`` jobs of a tiny script, the compiler off."""
 
 from __future__ import annotations
 
@@ -57,15 +57,17 @@ def test_a_job_name_that_names_a_folder_of_yours_is_refused_and_the_folder_left_
     assert tree(tmp_path / "code") == before and sorted(p.name for p in (tmp_path / "code").iterdir()) == ["train.py"]
 
 
-@pytest.mark.parametrize("inside", [False, True])
-def test_an_output_path_in_a_channels_folder_is_refused_before_anything_is_written(tmp_path, inside):
+def test_a_job_folder_that_is_a_channels_folder_is_refused_and_one_inside_runs_with_a_warning(tmp_path):
+    from sagemaker_tc.errors import JobSettingWarning
+
     data = tmp_path / "data"
     data.mkdir()
     (data / "rows.csv").write_text("1,2\n")
-    output = data / "out" if inside else tmp_path
-    job = estimator(tmp_path, output)
-    name = "job-1" if inside else "data"
-    said = r"the job folder .* lies inside the 'train' channel's folder" if inside else "the job folder .* is the"
-    with pytest.raises(EstimatorArgumentError, match=said):
-        job.fit({"train": str(data)}, job_name=name, logs=False)
+    with pytest.raises(EstimatorArgumentError, match=r"data already exists and holds rows\.csv: job names"):
+        estimator(tmp_path, tmp_path).fit({"train": str(data)}, job_name="data", logs=False)
     assert tree(data) == {"rows.csv": b"1,2\n"} and sorted(p.name for p in data.iterdir()) == ["rows.csv"]
+
+    inside = estimator(tmp_path, data / "out")  # SageMaker takes an output prefix under an input prefix
+    with pytest.warns(JobSettingWarning, match=r"lies inside the 'train' channel's folder .* become part of that"):
+        inside.fit({"train": str(data)}, job_name="job-1", logs=False)
+    assert inside.model_data.startswith(f"file://{data}/out/job-1/")

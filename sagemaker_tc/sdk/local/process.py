@@ -17,6 +17,7 @@ import os
 import sys
 import tarfile
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sagemaker_tc import contract
-from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError, JobArtifactsError
+from sagemaker_tc.errors import ChannelNotFoundError, EstimatorArgumentError, JobArtifactsError, JobSettingWarning
 from sagemaker_tc.paths import space_note, tree_bytes
 from sagemaker_tc.sdk.job_paths import is_synced_locally, local_path, relation
 from sagemaker_tc.sdk.job_status import LocalJobResult
@@ -279,7 +280,7 @@ def prepare_job(
 ) -> PreparedJob:
     """Check ``request`` and lay out its job folders; nothing starts (raises as :func:`run_job`)."""
     output_root = local_path(request.output_data_config.s3_output_path) / request.training_job_name
-    _check_apart_from_channels(request, output_root)
+    _warn_inside_a_channel(request, output_root)
     job_dirs = _host_dirs(request, output_root)
     environment = _job_environment(request)
     grace_s = stop_grace_s(environment)
@@ -294,22 +295,20 @@ def prepare_job(
     return PreparedJob(request, output_root, job_dirs, commands, environment, grace_s, checkpoints)
 
 
-def _check_apart_from_channels(request: TrainingJobRequest, output_root: Path) -> None:
-    """The job folder must not lie in a channel's folder: the job's links, model and archives would
-    become data that this and every later job reads (a channel inside the job folder is the front
-    end's own staged code).
-
-    Raises:
-        EstimatorArgumentError: ``output_root`` is or lies inside a channel's folder.
-    """
+def _warn_inside_a_channel(request: TrainingJobRequest, output_root: Path) -> None:
+    """Warn (:class:`~sagemaker_tc.errors.JobSettingWarning`) when the job folder lies in a channel's
+    folder: the job runs (SageMaker accepts an output prefix under an input prefix, and the channel is
+    linked, not copied), but its model and archives become part of that data for every later job.
+    A job folder that *is* a channel's folder is refused by :func:`_host_dirs` (it exists)."""
     for channel in request.input_data_config or ():
         data = local_path(channel.data_source.s3_data_source.s3_uri)
-        overlap = relation(output_root.resolve(), data.resolve())
-        if overlap in ("is", "lies inside"):
-            raise EstimatorArgumentError(
+        if relation(output_root.resolve(), data.resolve()) == "lies inside":
+            warnings.warn(
                 f"output_path {request.output_data_config.s3_output_path!r}: the job folder {str(output_root)!r} "
-                f"{overlap} the {channel.channel_name!r} channel's folder {str(data)!r}, so the job's model and "
-                "archives would be written into your data; give output_path a folder outside every channel"
+                f"lies inside the {channel.channel_name!r} channel's folder {str(data)!r}, so the job's model and "
+                "archives become part of that data for later jobs; give output_path a folder outside every channel",
+                JobSettingWarning,
+                stacklevel=2,
             )
 
 
