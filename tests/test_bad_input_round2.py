@@ -122,6 +122,9 @@ def test_bucket_collator_checks_its_arguments_like_the_config():
         TrainingCompilerConfig(buckets=[128, 64])
     with pytest.raises(CollatorArgumentError, match="max_length must be positive"):
         BucketCollator(list, max_length=0)
+    for pad_token_id in ("0", 1.5, True, None):  # refused when built, not at the first padded batch
+        with pytest.raises(CollatorArgumentError, match=rf"BucketCollator\(pad_token_id={pad_token_id!r}\): give"):
+            BucketCollator(list, pad_token_id=pad_token_id)
     assert BucketCollator(list, buckets=(32, 64)).buckets == [32, 64]
 
 

@@ -34,7 +34,7 @@ class BucketCollator:
     Raises:
         CollatorArgumentError: ``collate_fn`` is not callable; ``buckets`` that
             ``TrainingCompilerConfig(buckets=...)`` refuses (empty, more than 16, not increasing, above
-            2**20); a ``max_length`` below 1.
+            2**20); a ``max_length`` below 1; a ``pad_token_id`` that is not an int.
     """
 
     def __init__(
@@ -49,6 +49,11 @@ class BucketCollator:
                 f"BucketCollator wraps a collate function (a list of samples -> a batch), got "
                 f"{type(collate_fn).__name__} {collate_fn!r}; e.g. BucketCollator(DataCollatorWithPadding(tokenizer)), "
                 "or torch.utils.data.default_collate"
+            )
+        if not isinstance(pad_token_id, int) or isinstance(pad_token_id, bool):
+            raise CollatorArgumentError(
+                f"BucketCollator(pad_token_id={pad_token_id!r}): give the tokenizer's pad token id, an int "
+                "(tokenizer.pad_token_id)"
             )
         lengths = list(buckets) if isinstance(buckets, Sequence) and not isinstance(buckets, str) else buckets
         problem = bucket_problem(lengths)
