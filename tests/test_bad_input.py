@@ -223,6 +223,17 @@ def test_full_versions_are_accepted(make):
     assert pytorch.training_image_uri("us-east-1").endswith("pytorch-training:2.8-gpu-py312")
 
 
+def test_training_image_uri_takes_the_default_region_as_sdk_v2_does(monkeypatch, tmp_path):
+    """SDK v2's ``training_image_uri(region=None)``: without a SageMaker session, the AWS default region."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    (tmp_path / "train.py").write_text("")
+    local = PyTorch(
+        "train.py", source_dir=str(tmp_path), instance_type="local_process", framework_version="2.8", py_version="py312"
+    )
+    assert local.training_image_uri().startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.8-")
+    assert ".us-east-1." in local.training_image_uri("us-east-1")
+
+
 @pytest.mark.parametrize(
     ("versions", "message"),
     [

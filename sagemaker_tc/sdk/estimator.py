@@ -163,14 +163,15 @@ class _FrameworkEstimator(SdkV2Surfaces):
         """True when ``fit()`` creates a SageMaker training job (an ``ml.*`` instance type)."""
         return self._kind in CLOUD_KINDS
 
-    def training_image_uri(self, region: str) -> str:
-        """The training image in ``region``: ``image_uri``, else the stock DLC for the versions.
+    def training_image_uri(self, region: str | None = None) -> str:
+        """The image in ``region`` (default: the session's, the AWS default, else us-east-1): ``image_uri`` or the DLC.
 
         Raises:
             UnsupportedImageError: no stock DLC image for the versions, Python and instance type.
         """
         if self.image_uri:  # an estimator made by attach() has its job's image
             return self.image_uri
+        region = region or getattr(self._sagemaker_session, "boto_region_name", None) or modes.docker.region_for_local()
         return dataclasses.replace(self.spec, versions=self._versions()).image_for(region)
 
     def _validate_compiler(self) -> None:
