@@ -330,7 +330,7 @@ def _host_dirs(request: TrainingJobRequest, output_root: Path) -> dict[str, Path
     else:
         job_dirs = {host: output_root / host / "opt_ml" for host in hosts}
     held = sorted(entry.name for entry in output_root.iterdir()) if output_root.is_dir() else []
-    if output_root.is_symlink() or output_root.exists() and not output_root.is_dir() or set(held) - _STAGED:
+    if output_root.is_symlink() or (output_root.exists() and not output_root.is_dir()) or set(held) - _STAGED:
         shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
         raise EstimatorArgumentError(
             f"job folder {output_root} already exists{f' and holds {shown}' if held else ''}: job names must be "
