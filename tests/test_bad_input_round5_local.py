@@ -310,7 +310,7 @@ def test_a_full_checkpoint_location_loses_no_archive_and_leaves_no_partial_file(
     artifacts = Path(result["job_dir"]).parent / "output"
     assert members(artifacts / "model.tar.gz") == {"weights.txt": b"trained"}
     assert members(artifacts / "output.tar.gz") == {"metrics.txt": b"loss 0.1"}
-    assert sorted(path.name for path in location.iterdir()) == ["small.txt"]  # no partial file
+    assert sorted(path.name for path in location.iterdir()) == [".sagemaker-tc-job", "small.txt"]  # no partial file
 
 
 @pytest.mark.slow

@@ -80,7 +80,8 @@ def test_local_process_syncs_a_local_checkpoint_config_like_the_estimators(tmp_p
 
     result = job.latest_local_job
     assert member(result.model_artifacts, "found.txt") == "step-1.txt"  # copied in before the script started
-    assert sorted(path.name for path in location.iterdir()) == ["step-1.txt", "step-2.txt"]  # copied out
+    copied_out = ["step-1.txt", "step-2.txt"]  # and the marker that keeps the location out of later jobs' code
+    assert sorted(path.name for path in location.iterdir()) == [".sagemaker-tc-job", *copied_out]
     assert (location / "step-2.txt").read_text() == "saved by the job"
 
 

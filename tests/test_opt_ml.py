@@ -273,4 +273,5 @@ def test_checkpoint_sync_copies_new_and_changed_files_only(tmp_path):
         (folder / "step-1" / "weights").write_text("22")
         (folder / "old").unlink()  # deletions are not synced, as on SageMaker
     assert (location / "step-1" / "weights").read_text() == "22"
-    assert sorted(path.name for path in location.rglob("*")) == ["old", "step-1", "weights"]
+    assert sorted(path.name for path in location.rglob("*")) == [".sagemaker-tc-job", "old", "step-1", "weights"]
+    assert sorted(path.name for path in folder.rglob("*")) == ["step-1", "weights"]  # the marker never copied in

@@ -111,7 +111,8 @@ def test_a_stopped_two_host_job_keeps_what_each_host_saved_on_sigterm(tmp_path, 
         "stopped-algo-1.txt": "saved on SIGTERM",
     }
     assert (job.host_dirs["algo-2"] / "model" / "stopped-algo-2.txt").read_text() == "saved on SIGTERM"
-    assert sorted(path.name for path in location.iterdir()) == ["last-algo-1.txt", "last-algo-2.txt"]
+    copied_out = ["last-algo-1.txt", "last-algo-2.txt"]  # and the location's marker
+    assert sorted(path.name for path in location.iterdir()) == [".sagemaker-tc-job", *copied_out]
     log = job.logs()
     assert "algo-1 | algo-1 saved on SIGTERM" in log and "algo-2 | algo-2 saved on SIGTERM" in log
     job.stop()  # an ended job is left as it is
