@@ -34,12 +34,11 @@ def _setting_paths() -> dict[str, str]:
     }
 
 
-def load(sagemaker_session: Any) -> dict[str, Any]:
-    """The configuration: the given SageMaker session's ``sagemaker_config``, else what sagemaker-core's
+def load(sagemaker_config: dict[str, Any] | None) -> dict[str, Any]:
+    """The configuration: ``sagemaker_config`` (the given SageMaker session's), else what sagemaker-core's
     ``load_sagemaker_config()`` reads from the default files and the override variables."""
-    config = getattr(sagemaker_session, "sagemaker_config", None)
-    if config is not None:
-        return config
+    if sagemaker_config is not None:
+        return sagemaker_config
     from sagemaker.core.config.config import load_sagemaker_config
 
     return load_sagemaker_config() or {}

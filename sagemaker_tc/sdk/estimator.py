@@ -121,13 +121,13 @@ class _FrameworkEstimator(SdkV2Surfaces):
         check_unsupported(type(self).__name__, unsupported, self._accepted_arguments())
         self.dependencies, self.git_config, self.instance_groups = [], None, None  # SDK v2's attributes
         given = {name: value for name, value in locals().items() if name in self._named_arguments()}
-        del given["sagemaker_session"]  # read by the config file's defaults, kept by the estimator
+        del given["sagemaker_session"]  # its sagemaker_config gives the config file's defaults; kept by the estimator
         self.spec = EstimatorSpec.check(
             estimator=type(self).__name__,
             framework=self._framework,
             versions=self._versions(),
             default_base_job_name=self._default_base_job_name,
-            sagemaker_session=sagemaker_session,
+            sagemaker_config=getattr(sagemaker_session, "sagemaker_config", None),
             given_settings=given_settings,
             **given,
         )

@@ -145,7 +145,7 @@ class EstimatorSpec:
         framework: str,
         versions: Mapping[str, str | None],
         default_base_job_name: str,
-        sagemaker_session: Any,
+        sagemaker_config: dict[str, Any] | None,
         given_settings: dict[str, Any],
         **given: Any,
     ) -> EstimatorSpec:
@@ -164,7 +164,7 @@ class EstimatorSpec:
         checked_type, kind = instances.check_instance(given["instance_type"], given["instance_count"])
         cloud = kind in CLOUD_KINDS
         role, environment, settings = config_defaults.apply(  # the SageMaker config file's defaults
-            config_defaults.load(sagemaker_session),
+            config_defaults.load(sagemaker_config),
             cloud=cloud,
             instance_type=checked_type,
             role=given["role"],
