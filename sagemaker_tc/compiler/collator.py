@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sagemaker_tc.compiler.session import current_session
-from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy, auto_buckets
+from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy, auto_buckets, check_pad_token_id
 from sagemaker_tc.config_rules import bucket_problem
 from sagemaker_tc.errors import CollatorArgumentError
 
@@ -50,11 +50,7 @@ class BucketCollator:
                 f"{type(collate_fn).__name__} {collate_fn!r}; e.g. BucketCollator(DataCollatorWithPadding(tokenizer)), "
                 "or torch.utils.data.default_collate"
             )
-        if not isinstance(pad_token_id, int) or isinstance(pad_token_id, bool):
-            raise CollatorArgumentError(
-                f"BucketCollator(pad_token_id={pad_token_id!r}): give the tokenizer's pad token id, an int "
-                "(tokenizer.pad_token_id)"
-            )
+        check_pad_token_id(pad_token_id, "BucketCollator")
         lengths = list(buckets) if isinstance(buckets, Sequence) and not isinstance(buckets, str) else buckets
         problem = bucket_problem(lengths)
         if buckets is not None and problem is not None:

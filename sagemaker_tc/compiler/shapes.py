@@ -143,6 +143,16 @@ def pad_to_bucket(
     return padded_to(batch, length, bucket_for(length, buckets), pad_token_id, left)
 
 
+def check_pad_token_id(pad_token_id: Any, where: str) -> None:
+    """Refuse a ``pad_token_id`` that is not an int (a bool, a float, a string, None), naming ``where``
+    it was given (:class:`CollatorArgumentError`)."""
+    if not isinstance(pad_token_id, int) or isinstance(pad_token_id, bool):
+        raise CollatorArgumentError(
+            f"{where}(pad_token_id={pad_token_id!r}): give the tokenizer's pad token id, an int "
+            "(tokenizer.pad_token_id)"
+        )
+
+
 def _check_padding_arguments(batch: Any, buckets: Any, pad_token_id: Any, left: Any) -> None:
     """:func:`pad_to_bucket`'s arguments, each refused by name (:class:`CollatorArgumentError`)."""
     if not isinstance(batch, Mapping):
@@ -157,10 +167,7 @@ def _check_padding_arguments(batch: Any, buckets: Any, pad_token_id: Any, left: 
         problem = bucket_problem(lengths)
     if problem is not None:
         raise CollatorArgumentError(f"pad_to_bucket(buckets={buckets!r}): {problem}")
-    if not isinstance(pad_token_id, int) or isinstance(pad_token_id, bool):
-        raise CollatorArgumentError(
-            f"pad_to_bucket(pad_token_id={pad_token_id!r}): give the tokenizer's pad token id, an int"
-        )
+    check_pad_token_id(pad_token_id, "pad_to_bucket")
     if left is not None and not isinstance(left, bool):
         raise CollatorArgumentError(f"pad_to_bucket(left={left!r}): give True, False or None (follow the batch)")
 
