@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sagemaker_tc.compiler.session import current_session
+from sagemaker_tc.compiler.session import current_session, pads_training_batches
 from sagemaker_tc.compiler.shapes import BucketStats, ShapePolicy, auto_buckets, check_pad_token_id
 from sagemaker_tc.config_rules import bucket_problem
 from sagemaker_tc.errors import CollatorArgumentError
@@ -75,13 +75,8 @@ class BucketCollator:
         if self.policy.stats is None:
             self._join_session()
         batch = self.collate_fn(samples)
-        if isinstance(batch, Mapping) and self._pads():
+        if isinstance(batch, Mapping) and pads_training_batches():  # while a compiled plan runs
             return self.policy.pad(batch)
         if self.policy.stats is not None:
             self.policy.stats.record(None)
         return batch
-
-    def _pads(self) -> bool:
-        """Pad while the session runs a compiled plan (eager never pads); always without a session."""
-        session = current_session()
-        return session is None or session.runtime.calls.pads_training_batches

@@ -50,13 +50,16 @@ def current_session() -> CompilerSession | None:
     return _current
 
 
+def pads_training_batches() -> bool:
+    """Whether a bucketing collator pads a batch now: while the open session runs a compiled plan
+    (eager never pads), and always without a session."""
+    return _current is None or _current.runtime.calls.pads_training_batches
+
+
 def session_for(config: TrainingCompilerConfig | None = None) -> CompilerSession:
     """The process's open session, or a new one opened with :func:`~.parts.resolve_config`
     of ``config`` (``compile_model`` and ``tune_batch_size`` outside a job; it writes no report)."""
-    session = current_session()
-    if session is not None:
-        return session
-    return CompilerSession(resolve_config(config, os.environ)).open()
+    return _current if _current is not None else CompilerSession(resolve_config(config, os.environ)).open()
 
 
 class CompilerSession:
@@ -300,9 +303,8 @@ class CompilerSession:
     def plan_record(self) -> tuple[str, dict[str, Any] | None]:
         """``(requested plan, plan="auto"'s decision or None)``: what a checkpoint keeps of the plan
         (:func:`sagemaker_tc.checkpoints.save_plan`)."""
-        runtime = self.runtime
-        requested = runtime.config.plan if runtime.config is not None else self.config.plan
-        return requested, runtime.decision
+        requested = (self.runtime.config if self.runtime.config is not None else self.config).plan
+        return requested, self.runtime.decision
 
     # -- stopping: a job launcher's SIGTERM --------------------------------------------------------------
     def install_stop_signal(self) -> None:
@@ -314,9 +316,7 @@ class CompilerSession:
     def stop_agreed(self, step: int | None = None) -> bool:
         """True once every rank agreed to stop at optimizer step ``step`` (default: the steps timed so
         far); a collective in a multi-process job. Always False without :meth:`install_stop_signal`."""
-        if self.stop is None:
-            return False
-        return self.stop.agreed(len(self.timer.records) if step is None else step)
+        return self.stop is not None and self.stop.agreed(len(self.timer.records) if step is None else step)
 
     # -- steps: an integration begins each optimizer step on the timer and ends it here ----------------
     def end_step(self, samples: int) -> None:
