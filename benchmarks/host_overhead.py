@@ -121,14 +121,14 @@ def run_variant(variant: str) -> dict:
 
     for _ in range(10):
         step()
-    with measured_stance(variant):
+    with measured_stance(variant):  # the timed steps only: the profiler's and the spy's modes recompile
         times = []
         for _ in range(30):
             started = time.perf_counter()
             step()
             times.append(time.perf_counter() - started)
-        ops, graphs = _profile(step)
-        syncs = _syncs(step)
+    ops, graphs = _profile(step)
+    syncs = _syncs(step)
     return {
         "variant": variant,
         "step_ms": statistics.median(times) * 1000,
@@ -139,7 +139,7 @@ def run_variant(variant: str) -> dict:
 
 
 def measured_stance(variant: str):
-    """What the measured steps run under: dynamo's guards skipped where they do not tell two compiled
+    """What the timed steps run under: dynamo's guards skipped where they do not tell two compiled
     entries apart (``skip_guard_eval_unsafe``, entered after the warm-up compiled everything) for the
     skip-guards row; nothing for the others. Unsafe in general: a change a skipped guard would have
     caught (``eval()``, a frozen parameter) runs the old graph."""
