@@ -14,7 +14,7 @@ from sagemaker.core.utils.utils import Unassigned
 from sagemaker_tc.contract import ENV_CHANNEL_PREFIX
 from sagemaker_tc.errors import ChannelNotFoundError
 from sagemaker_tc.sdk.api_limits import limit_maximum, warn_limit
-from sagemaker_tc.sdk.inputs import channel_shape, check_data_source, is_channel_object, s3_uri_of
+from sagemaker_tc.sdk.inputs import channel_shape, check_channel_fields, is_channel_object, s3_uri_of
 from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.settings_request import model_channel
 from sagemaker_tc.uris import s3_uri_problem
@@ -128,8 +128,9 @@ def _check_name(name: object, seen: Mapping[str, str]) -> None:
 
 
 def _object_channel(name: str, value: Any, *, cloud: bool) -> str | Channel:
-    """A TrainingInput/FileSystemInput-like channel: its shape on SageMaker, its data's path locally."""
-    check_data_source(name, value.config["DataSource"])
+    """A TrainingInput/FileSystemInput-like channel: its shape on SageMaker, its data's path locally
+    (its fields checked as SageMaker checks them in both)."""
+    check_channel_fields(name, value.config)
     uri = s3_uri_of(value)
     if cloud:
         if uri is not None:
@@ -187,4 +188,9 @@ def _local_uri(name: str, uri: str) -> str:
     path = local_path(uri)
     if not path.exists():
         raise ChannelNotFoundError(f"channel {name!r}: {uri!r} does not exist")
+    if not (path.is_dir() or path.is_file()):
+        raise ChannelNotFoundError(
+            f"channel {name!r}: {uri!r} is neither a folder nor a file (a device, a pipe or a socket); a local "
+            "channel's data is a folder or one file"
+        )
     return path.as_uri()

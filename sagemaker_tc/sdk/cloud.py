@@ -93,10 +93,12 @@ def resolve_session(sagemaker_session: SageMakerSession | None = None):
     gets them as attributes, nothing else changed).
 
     Raises:
-        EstimatorArgumentError: ``sagemaker_session`` is neither of those."""
+        EstimatorArgumentError: ``sagemaker_session`` is neither of those, or (none given) no AWS
+            region is configured."""
     from sagemaker.core.helper.session_helper import Session
 
     if sagemaker_session is None:
+        _check_region_configured()
         return _session_class()()
     if isinstance(sagemaker_session, Session):
         for name, method in SDK_V2_SESSION_METHODS.items():  # the user's own session (a PipelineSession too)
@@ -108,6 +110,24 @@ def resolve_session(sagemaker_session: SageMakerSession | None = None):
     raise EstimatorArgumentError(
         f"sagemaker_session must be a sagemaker.core Session or a boto3.Session, got {type(sagemaker_session).__name__}"
     )
+
+
+NO_REGION = (
+    "no AWS region is configured, and SageMaker training jobs run in one: set AWS_DEFAULT_REGION, run "
+    "'aws configure', or pass sagemaker_session=Session(boto_session=boto3.Session(region_name='us-west-2'))"
+)
+
+
+def _check_region_configured() -> None:
+    """Refuse, with what to do, what sagemaker-core's ``Session()`` refuses with a bare ValueError.
+
+    Raises:
+        EstimatorArgumentError: the default AWS configuration names no region.
+    """
+    import boto3
+
+    if (boto3.DEFAULT_SESSION or boto3.Session()).region_name is None:
+        raise EstimatorArgumentError(NO_REGION)
 
 
 def bucket_of(s3_uri: str) -> str:
@@ -267,8 +287,8 @@ def attach(training_job_name: str, sagemaker_session: SageMakerSession | None = 
 
     Raises:
         EstimatorArgumentError: a name that is no TrainingJobName (``""``, not a string, a control
-            character; checked before any AWS call); no such job in the session's account and region,
-            or it cannot be described.
+            character; checked before any AWS call); no session given and no AWS region configured;
+            no such job in the session's account and region, or it cannot be described.
     """
     from botocore.exceptions import ClientError
 
@@ -279,7 +299,14 @@ def attach(training_job_name: str, sagemaker_session: SageMakerSession | None = 
             f"training_job_name {training_job_name!r} is not a training job's name: SageMaker's job names are 1-63 "
             "letters, digits and '-', starting with a letter or digit (see the SageMaker console's Training jobs)"
         ) from None
-    job = CloudJob(job_name=training_job_name, session=resolve_session(sagemaker_session))
+    try:
+        session = resolve_session(sagemaker_session)
+    except EstimatorArgumentError as error:
+        raise EstimatorArgumentError(
+            f"cannot attach to training job {training_job_name!r}: {error} (attach() reads SageMaker training "
+            "jobs; a local job's files are in its output_path, under the job's name)"
+        ) from None
+    job = CloudJob(job_name=training_job_name, session=session)
     try:
         job.describe()  # fail now if the job does not exist
     except ClientError as error:

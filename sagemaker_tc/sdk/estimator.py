@@ -71,8 +71,8 @@ class _FrameworkEstimator(SdkV2Surfaces):
         HyperparameterError: a name or value the SageMaker toolkit would not pass to the script as given.
         UnsupportedInstanceTypeError: an unknown instance type, or more than 8 ``local_process`` hosts.
         UnsupportedImageError: a CPU instance type for a framework with GPU-only images; with the
-            compiler on and no ``image_uri`` (a job on a stock DLC), versions below PyTorch 2.7 or
-            versions that match no tested stack of the support matrix (:mod:`sagemaker_tc.sdk.support`);
+            compiler on and no ``image_uri``, versions below PyTorch 2.7 (every mode) or, for a job on
+            a stock DLC, versions that match no tested stack (:mod:`sagemaker_tc.sdk.support`);
             with the compiler on, an ``image_uri`` that is an AWS DLC of PyTorch < 2.7 (SMTC's
             ``*-trcomp-training`` images among them) or not of PyTorch.
         ConfigError: ``compiler_config`` is not a ``sagemaker_tc.TrainingCompilerConfig`` (SMTC's

@@ -57,6 +57,17 @@ def _check_pytorch(version: str | None, argument: str) -> str:
     return version
 
 
+def check_pytorch_floor(version: str | None, argument: str) -> None:
+    """Refuse a torch version below sagemaker-tc's floor (PyTorch 2.7: TorchInductor's training step),
+    such as SMTC's ``"1.13"``; None (no version asked for) passes.
+
+    Raises:
+        UnsupportedImageError: below the floor, or not a version number such as ``"2.8"``.
+    """
+    if version:
+        _check_pytorch(version, argument)
+
+
 def training_table(framework: str) -> dict[str, Any]:
     """sagemaker-core's training image table for ``"pytorch"`` or ``"huggingface"``."""
     from sagemaker.core import image_uris

@@ -148,6 +148,18 @@ def channel_shape(name: str, value: Any) -> Channel:
         config = dict(value.config)
     else:
         config = TrainingInput(value if isinstance(value, PipelineVariable) else str(value)).config
+    check_channel_fields(name, config)
+    return Channel(**transform({**config, "ChannelName": name}, "Channel"))
+
+
+def check_channel_fields(name: str, config: Mapping[str, Any]) -> None:
+    """The fields of a TrainingInput/FileSystemInput-like ``config`` that CreateTrainingJob checks
+    (its data source, distribution, compression, content type, input mode, ...), checked the same
+    way for a local job, whose channel data is a local path.
+
+    Raises:
+        ChannelNotFoundError: a field CreateTrainingJob would refuse, named with the channel and its limit.
+    """
     check_data_source(name, config["DataSource"])
     check_s3_extras(name, config)
     for path, shape_name in _CHECKED_FIELDS:
@@ -155,7 +167,6 @@ def channel_shape(name: str, value: Any) -> Channel:
         problem = None if field is None or isinstance(field, PipelineVariable) else limit_problem(shape_name, field)
         if problem is not None:
             raise ChannelNotFoundError(f"channel {name!r}: {'.'.join(path)}={field!r} is not accepted: {problem}")
-    return Channel(**transform({**config, "ChannelName": name}, "Channel"))
 
 
 def check_s3_extras(name: str, config: Mapping[str, Any]) -> None:

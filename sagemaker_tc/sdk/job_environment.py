@@ -259,11 +259,15 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
     if not isinstance(environment, Mapping):
         raise EstimatorArgumentError(f"environment must be a dict of str -> str, got {type(environment).__name__}")
     for name, value in environment.items():
-        if not isinstance(name, str) or not isinstance(value, str):
-            # Name the key and the types, never the value (it may be a secret).
-            shown = repr(name) if isinstance(name, str) else f"a {type(name).__name__} key"
+        # Name the key and the types, never the value (it may be a secret).
+        if not isinstance(name, str):
             raise EstimatorArgumentError(
-                f"environment must be a dict of str -> str: {shown} has a {type(value).__name__} value; pass "
+                f"environment must be a dict of str -> str: a key is a {type(name).__name__}; variable names are "
+                "strings of letters, digits and '_' (e.g. 'NUM_LABELS')"
+            )
+        if not isinstance(value, str):
+            raise EstimatorArgumentError(
+                f"environment must be a dict of str -> str: {name!r} has a {type(value).__name__} value; pass "
                 "every value as a string (e.g. str(8080))"
             )
     for name, value in environment.items():

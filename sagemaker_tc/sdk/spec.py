@@ -28,7 +28,13 @@ from sagemaker_tc.sdk import (
 from sagemaker_tc.sdk.api_limits import check_limit, limit_maximum, limit_problem, warn_limit
 from sagemaker_tc.sdk.distribution import distribution_hyperparameters
 from sagemaker_tc.sdk.hyperparameters import encode_hyperparameters, is_pipeline_variable
-from sagemaker_tc.sdk.images import check_processor, check_tested_stack, check_training_image, training_image
+from sagemaker_tc.sdk.images import (
+    check_processor,
+    check_pytorch_floor,
+    check_tested_stack,
+    check_training_image,
+    training_image,
+)
 from sagemaker_tc.sdk.instances import CLOUD_KINDS, InstanceKind, warn_cpu_instance
 from sagemaker_tc.sdk.job_environment import check_job_variables
 from sagemaker_tc.sdk.job_paths import is_synced_locally
@@ -242,7 +248,7 @@ def _metric_shapes(metrics: Sequence[Mapping[str, str]] | None, *, compiler_enab
 
 def check_tested_versions(estimator: str, framework: str, versions: Mapping[str, str | None]) -> None:
     """:func:`~sagemaker_tc.sdk.images.check_tested_stack` for an estimator's version arguments."""
-    argument = "framework_version" if "framework_version" in versions else "pytorch_version"
+    argument = _torch_argument(versions)
     check_tested_stack(
         framework=framework,
         estimator=estimator,
@@ -252,11 +258,17 @@ def check_tested_versions(estimator: str, framework: str, versions: Mapping[str,
     )
 
 
+def _torch_argument(versions: Mapping[str, str | None]) -> str:
+    """The name of the torch version argument: ``framework_version`` (PyTorch) or ``pytorch_version``."""
+    return "framework_version" if "framework_version" in versions else "pytorch_version"
+
+
 def _checked_compiler(
     estimator: str, framework: str, versions: Mapping[str, str | None], checked_type: str, kind, given: Mapping
 ) -> TrainingCompilerConfig | None:
     """The image for CPU jobs, the compiler config (a local cache made absolute), its backend and,
-    with the compiler on outside ``local_process``, the tested stack or the given image."""
+    with the compiler on outside ``local_process``, the tested stack or the given image (in
+    ``local_process``, only the torch floor: the job runs this machine's torch)."""
     image_uri = given["image_uri"]
     if image_uri is None:  # one story for CPU jobs: an image exists (a warning), or a refusal now
         check_processor(framework, estimator, checked_type, kind)
@@ -268,6 +280,9 @@ def _checked_compiler(
         check_tested_versions(estimator, framework, versions)  # a job on a stock DLC: its versions must be tested
     elif config and kind is not InstanceKind.LOCAL_PROCESS:  # as ModelTrainer does
         check_training_image(image_uri, argument="image_uri", tested_stack=False)
+    elif config and image_uri is None:  # local_process runs this machine's torch, but never SMTC's (<= 1.13)
+        argument = _torch_argument(versions)
+        check_pytorch_floor(versions.get(argument), argument)
     return config
 
 
