@@ -33,6 +33,8 @@ from sagemaker_tc.errors import BenchNotInstalledError, ReportNotFoundError, Sag
 _REPORT_PLACES = (
     REPORT_FILENAME,
     f"{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}",
+    f"data/{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}",  # the job's /opt/ml/output
+    f"output/data/{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}",  # the job's /opt/ml
     "output.tar.gz",
     "output/output.tar.gz",
 )
@@ -52,7 +54,8 @@ BENCH_COMMANDS = {
 
 def read_report(path: str | Path) -> dict:
     """Load a compiler report from ``report.json``, an ``output.tar.gz``, or a folder that holds
-    either (a job's ``output/data`` folder, a ``local_process`` job's folder or its ``output/``).
+    either (a job's ``/opt/ml``, ``output`` or ``output/data`` folder, a ``local_process`` job's
+    folder, its ``output/`` or its ``opt_ml/``).
 
     Raises:
         ReportNotFoundError: nothing at ``path`` is a compiler report: it is an ``s3://`` URI (only
@@ -174,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     script_args = launch.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script (optional)")
     script_args.required = False  # argparse counts a REMAINDER positional as required when naming what is missing
     report = commands.add_parser("report", help="print a job's compiler report as JSON")
-    report.add_argument("path", help="report.json, a job's output.tar.gz, or a folder holding either")
+    report.add_argument(
+        "path", help="report.json, a job's output.tar.gz, or a folder holding either (a job folder, its /opt/ml)"
+    )
     for name, summary in BENCH_COMMANDS.items():
         subparser = commands.add_parser(name, help=summary)
         if name == chosen:  # only the command that runs gets its arguments from the bench package

@@ -57,6 +57,24 @@ def test_report_on_what_is_not_a_report_is_one_line_and_exit_code_2(tmp_path, ca
     assert main(["report", str(tmp_path / "report.json")]) == 0
 
 
+def test_report_reads_every_folder_of_a_job_that_holds_it(tmp_path, capsys):
+    """A local_process job's folder, its ``opt_ml`` (the job's /opt/ml), ``opt_ml/output`` and
+    ``opt_ml/output/data``, and the job's ``output/`` with its archive: each prints the report."""
+    from sagemaker_tc.cli import main
+
+    job = tmp_path / "job-1"
+    data = job / "opt_ml" / "output" / "data" / "compiler"
+    data.mkdir(parents=True)
+    (data / "report.json").write_text(json.dumps({"compiled": False, "steps": 7}))
+    (job / "output").mkdir()
+    archived = json.dumps({"compiled": True, "steps": 7}).encode()
+    _tar(job / "output" / "output.tar.gz", {"compiler/report.json": archived})
+    folders = [job, job / "output", job / "opt_ml", job / "opt_ml" / "output", job / "opt_ml" / "output" / "data"]
+    for folder in folders:
+        assert main(["report", str(folder)]) == 0, folder
+        assert json.loads(capsys.readouterr().out)["steps"] == 7
+
+
 # --- every error class is where the docs say: sagemaker_tc.errors (the bench's: sagemaker_tc_bench.errors) ---
 def test_every_error_class_lives_in_sagemaker_tc_errors():
     import importlib
