@@ -80,13 +80,14 @@ class LastException:
 
 def _stream(pipe: TextIO, sink: TextIO | None, prefix: str, last: LastException | None = None) -> None:
     """Copy the job's output to ``sink`` line by line (drained, not shown, when ``sink`` is None),
-    noting its last exception in ``last``."""
-    for line in pipe:
-        if last is not None:
-            last.feed(line)
-        if sink is not None:
-            sink.write(prefix + line)
-            sink.flush()
+    noting its last exception in ``last``; closes the pipe at its end (no ResourceWarning)."""
+    with pipe:
+        for line in pipe:
+            if last is not None:
+                last.feed(line)
+            if sink is not None:
+                sink.write(prefix + line)
+                sink.flush()
 
 
 def _stop(process: subprocess.Popen, job_dir: Path) -> None:
