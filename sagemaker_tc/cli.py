@@ -35,6 +35,7 @@ _REPORT_PLACES = (
     f"{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}",
     f"data/{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}",  # the job's /opt/ml/output
     f"output/data/{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}",  # the job's /opt/ml
+    f"opt_ml/output/data/{COMPILER_OUTPUT_DIRNAME}/{REPORT_FILENAME}",  # a local_process host's folder (algo-1)
     "output.tar.gz",
     "output/output.tar.gz",
 )
@@ -55,7 +56,7 @@ BENCH_COMMANDS = {
 def read_report(path: str | Path) -> dict:
     """Load a compiler report from ``report.json``, an ``output.tar.gz``, or a folder that holds
     either (a job's ``/opt/ml``, ``output`` or ``output/data`` folder, a ``local_process`` job's
-    folder, its ``output/`` or its ``opt_ml/``).
+    folder, its ``output/``, a host's folder such as ``algo-1`` or its ``opt_ml/``).
 
     Raises:
         ReportNotFoundError: nothing at ``path`` is a compiler report: it is an ``s3://`` URI (only

@@ -69,7 +69,17 @@ def test_report_reads_every_folder_of_a_job_that_holds_it(tmp_path, capsys):
     (job / "output").mkdir()
     archived = json.dumps({"compiled": True, "steps": 7}).encode()
     _tar(job / "output" / "output.tar.gz", {"compiler/report.json": archived})
-    folders = [job, job / "output", job / "opt_ml", job / "opt_ml" / "output", job / "opt_ml" / "output" / "data"]
+    host = tmp_path / "job-2" / "algo-1"  # a host's folder of a local job on several hosts
+    (host / "opt_ml" / "output" / "data" / "compiler").mkdir(parents=True)
+    (host / "opt_ml" / "output" / "data" / "compiler" / "report.json").write_text((data / "report.json").read_text())
+    folders = [
+        job,
+        job / "output",
+        host,
+        host / "opt_ml",
+        host / "opt_ml" / "output",
+        host / "opt_ml" / "output" / "data",
+    ]
     for folder in folders:
         assert main(["report", str(folder)]) == 0, folder
         assert json.loads(capsys.readouterr().out)["steps"] == 7

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,8 @@ from sagemaker_tc.sdk.inputs import channel_shape, check_channel_fields, is_chan
 from sagemaker_tc.sdk.job_paths import local_path
 from sagemaker_tc.sdk.settings_request import model_channel
 from sagemaker_tc.uris import s3_uri_problem
+
+logger = logging.getLogger(__name__)
 
 # Channel names: CreateTrainingJob's ChannelName pattern [A-Za-z0-9\.\-_]+, at most 64 chars.
 _CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,64}\Z")
@@ -143,6 +146,12 @@ def _object_channel(name: str, value: Any, *, cloud: bool) -> str | Channel:
         )
     if not uri.strip():
         raise ChannelNotFoundError(f"channel {name!r}: the path is empty")
+    if value.config.get("InputMode") == "Pipe":
+        logger.warning(
+            "channel %r: input_mode='Pipe' applies on SageMaker only (ml.* instance types); this local job reads "
+            "the channel as files (File mode)",
+            name,
+        )
     return _local_uri(name, uri)
 
 
@@ -185,8 +194,12 @@ def _cloud_uri(name: str, uri: str) -> str:
 
 
 def _local_uri(name: str, uri: str) -> str:
-    path = local_path(uri)
-    if not path.exists():
+    try:
+        path = local_path(uri)
+        found = path.exists()
+    except (OSError, RuntimeError) as error:  # a link loop (RuntimeError before Python 3.13), no permission
+        raise ChannelNotFoundError(f"channel {name!r}: {uri!r} cannot be read ({error})") from None
+    if not found:
         raise ChannelNotFoundError(f"channel {name!r}: {uri!r} does not exist")
     if not (path.is_dir() or path.is_file()):
         raise ChannelNotFoundError(

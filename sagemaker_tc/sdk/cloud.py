@@ -122,11 +122,11 @@ def _check_region_configured() -> None:
     """Refuse, with what to do, what sagemaker-core's ``Session()`` refuses with a bare ValueError.
 
     Raises:
-        EstimatorArgumentError: the default AWS configuration names no region.
+        EstimatorArgumentError: the default AWS configuration names no region (or an empty one).
     """
     import boto3
 
-    if (boto3.DEFAULT_SESSION or boto3.Session()).region_name is None:
+    if not (boto3.DEFAULT_SESSION or boto3.Session()).region_name:  # None, or AWS_DEFAULT_REGION=""
         raise EstimatorArgumentError(NO_REGION)
 
 

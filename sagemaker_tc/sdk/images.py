@@ -49,7 +49,11 @@ def _short(version: str) -> str:
 def _check_pytorch(version: str | None, argument: str) -> str:
     if not version:
         raise UnsupportedImageError(f"{argument} is required to pick a training image (or pass image_uri=)")
-    if _version_tuple(version) < MIN_PYTORCH:
+    try:
+        numbers = _version_tuple(version)
+    except UnsupportedImageError as error:
+        raise UnsupportedImageError(f"{argument}: {error}") from None
+    if numbers < MIN_PYTORCH:
         raise UnsupportedImageError(
             f"{argument}={version!r}: sagemaker-tc compiles with TorchInductor and needs PyTorch >= {_MIN_TEXT}; "
             f"tested: {_tested_list()}"

@@ -98,31 +98,41 @@ def _bind(cls: type, *args: Any, **kwargs: Any) -> dict[str, Any]:
 
 
 def check_attribute_names(label: str, names: Any) -> None:
-    """``names`` is None or a list/tuple of strings (or pipeline variables).
+    """``names`` is None or a list/tuple of strings (or pipeline variables), within CreateTrainingJob's
+    limits (at most 16 names of 1 to 256 characters).
 
     Raises:
-        ChannelNotFoundError: a bare string, or another type, named with ``label``.
+        ChannelNotFoundError: a bare string, or another type, or a limit broken, named with ``label``.
     """
     if names is None or isinstance(names, PipelineVariable):
         return
-    if isinstance(names, (list, tuple)) and all(isinstance(a, (str, PipelineVariable)) for a in names):
-        return
-    raise ChannelNotFoundError(
-        f"{label} is a list of strings, got {type(names).__name__}; write attribute_names=['label'] for one attribute"
-    )
+    if not (isinstance(names, (list, tuple)) and all(isinstance(a, (str, PipelineVariable)) for a in names)):
+        raise ChannelNotFoundError(
+            f"{label} is a list of strings, got {type(names).__name__}; write attribute_names=['label'] for one "
+            "attribute"
+        )
+    problems = [limit_problem("AttributeNames", list(names))]
+    problems += [limit_problem("AttributeName", name) for name in names if isinstance(name, str)]
+    problem = next((problem for problem in problems if problem is not None), None)
+    if problem is not None:
+        raise ChannelNotFoundError(f"{label} is not accepted: {problem}")
 
 
 def check_seed(label: str, seed: Any) -> None:
-    """``seed`` is an int (not a bool) or a pipeline variable.
+    """``seed`` is a 64-bit int (not a bool) or a pipeline variable.
 
     Raises:
-        ChannelNotFoundError: anything else, named with ``label``.
+        ChannelNotFoundError: anything else, or an int beyond 64 bits, named with ``label``.
     """
-    if isinstance(seed, PipelineVariable) or (isinstance(seed, int) and not isinstance(seed, bool)):
+    if isinstance(seed, PipelineVariable):
         return
-    raise ChannelNotFoundError(
-        f"{label} takes an int seed or an object with an int .seed (SDK v2's ShuffleConfig), got {type(seed).__name__}"
-    )
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ChannelNotFoundError(
+            f"{label} takes an int seed or an object with an int .seed (SDK v2's ShuffleConfig), got "
+            f"{type(seed).__name__}"
+        )
+    if not -(2**63) <= seed < 2**63:
+        raise ChannelNotFoundError(f"{label}: {seed} is not accepted: CreateTrainingJob takes a 64-bit seed")
 
 
 def is_channel_object(value: Any) -> bool:

@@ -262,12 +262,12 @@ def check_environment(environment: Any, *, cloud: bool) -> dict[str, str]:
         # Name the key and the types, never the value (it may be a secret).
         if not isinstance(name, str):
             raise EstimatorArgumentError(
-                f"environment must be a dict of str -> str: a key is a {type(name).__name__}; variable names are "
+                f"environment must be a dict of str -> str: a key is of type {type(name).__name__}; variable names are "
                 "strings of letters, digits and '_' (e.g. 'NUM_LABELS')"
             )
         if not isinstance(value, str):
             raise EstimatorArgumentError(
-                f"environment must be a dict of str -> str: {name!r} has a {type(value).__name__} value; pass "
+                f"environment must be a dict of str -> str: {name!r} has a value of type {type(value).__name__}; pass "
                 "every value as a string (e.g. str(8080))"
             )
     for name, value in environment.items():
