@@ -111,11 +111,10 @@ def check_attribute_names(label: str, names: Any) -> None:
             f"{label} is a list of strings, got {type(names).__name__}; write attribute_names=['label'] for one "
             "attribute"
         )
-    problems = [limit_problem("AttributeNames", list(names))]
-    problems += [limit_problem("AttributeName", name) for name in names if isinstance(name, str)]
-    problem = next((problem for problem in problems if problem is not None), None)
-    if problem is not None:
-        raise ChannelNotFoundError(f"{label} is not accepted: {problem}")
+    for shape, value in [("AttributeNames", list(names)), *(("AttributeName", a) for a in names if isinstance(a, str))]:
+        problem = limit_problem(shape, value)
+        if problem is not None:
+            raise ChannelNotFoundError(f"{label} is not accepted: {problem}")
 
 
 def check_seed(label: str, seed: Any) -> None:
